@@ -1,0 +1,171 @@
+"""Tests for workbench.runtime.timing: TVM time_evaluator-style measurement."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import numpy as np
+import pytest
+
+from workbench.runtime import timing
+from workbench.runtime.timing import Measurement, measure
+
+REPR_RE = re.compile(
+    r"^Measurement\(median=\d+\.\d{3} ms, min=\d+\.\d{3} ms, max=\d+\.\d{3} ms, "
+    r"std=\d+\.\d{3} ms, (\d+\.\d{2}|n/a) GFLOPS, number=\d+, repeat=\d+\)$"
+)
+
+
+class FakeClock:
+    """Replaces timing.perf_counter; each kernel call advances it by `step` seconds."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 0.0
+        self.step = step
+        self.calls = 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def kernel(self) -> None:
+        self.calls += 1
+        self.now += self.step
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seen: list[tuple] = []
+
+    def __call__(self, *args) -> None:
+        self.calls += 1
+        self.seen.append(args)
+
+
+def test_number_grows_with_fake_clock(monkeypatch) -> None:
+    clock = FakeClock(step=0.002)
+    monkeypatch.setattr(timing, "perf_counter", clock)
+    m = measure(clock.kernel, repeat=4, min_repeat_ms=20, warmup=1)
+    # 1 call = 2 ms < 20 ms, so number -> max(ceil(1 * 20 / 2 * 1.05), 2) = 11 -> 22 ms.
+    assert m.number == 11
+    assert len(m.samples) == m.repeat == 4
+    assert all(s * m.number >= 0.020 for s in m.samples)
+    assert m.samples == pytest.approx((0.002,) * 4)
+    assert clock.calls == 1 + 1 + 11 + 4 * 11  # warmup + calibration + timed repeats
+
+
+def test_number_at_least_doubles(monkeypatch) -> None:
+    clock = FakeClock(step=0.0095)  # one call is almost the target
+    monkeypatch.setattr(timing, "perf_counter", clock)
+    assert measure(clock.kernel, repeat=1, min_repeat_ms=10, warmup=0).number == 2
+
+
+def test_explicit_number_is_starting_point(monkeypatch) -> None:
+    clock = FakeClock(step=0.001)
+    monkeypatch.setattr(timing, "perf_counter", clock)
+    m = measure(clock.kernel, number=3, repeat=2, min_repeat_ms=10, warmup=0)
+    assert m.number * 0.001 >= 0.010
+    m = measure(clock.kernel, number=50, repeat=2, min_repeat_ms=10, warmup=0)
+    assert m.number == 50  # already long enough
+
+
+def test_number_grows_with_real_sleep() -> None:
+    def kernel() -> None:
+        time.sleep(0.001)
+
+    m = measure(kernel, repeat=3, min_repeat_ms=30)
+    assert m.number > 1
+    assert len(m.samples) == 3
+    assert all(s * m.number >= 0.030 for s in m.samples)
+    assert all(s >= 0.001 for s in m.samples)
+
+
+def test_explicit_number_without_min_repeat_is_exact() -> None:
+    fn = Counter()
+    m = measure(fn, 1, "x", number=7, repeat=3, min_repeat_ms=0, warmup=2)
+    assert fn.calls == 2 + 7 * 3
+    assert set(fn.seen) == {(1, "x")}
+    assert (m.number, m.repeat, len(m.samples)) == (7, 3, 3)
+
+
+def test_stats_match_numpy() -> None:
+    samples = (0.004, 0.001, 0.003, 0.002, 0.010)
+    m = Measurement(samples=samples, number=5, repeat=5)
+    arr = np.array(samples)
+    assert m.mean == pytest.approx(arr.mean())
+    assert m.median == pytest.approx(np.median(arr))
+    assert m.min == arr.min()
+    assert m.max == arr.max()
+    assert m.std == pytest.approx(arr.std(ddof=0))
+    assert m.gflops is None
+
+
+def test_gflops() -> None:
+    m = Measurement(samples=(0.001, 0.002, 0.004), number=1, repeat=3, flops=4_000_000)
+    assert m.gflops == pytest.approx(4e6 / 0.002 / 1e9)
+
+
+def test_flops_taken_from_fn_attribute() -> None:
+    def kernel() -> None:
+        pass
+
+    kernel.flops = 1_000_000
+    assert measure(kernel, number=1, repeat=2, min_repeat_ms=0).flops == 1_000_000
+    assert measure(kernel, number=1, repeat=2, min_repeat_ms=0, flops=5).flops == 5
+
+
+def test_repr_format() -> None:
+    m = Measurement(samples=(0.001234, 0.0012, 0.0013), number=100, repeat=3, flops=24_680_000)
+    assert repr(m) == (
+        "Measurement(median=1.234 ms, min=1.200 ms, max=1.300 ms, std=0.042 ms, "
+        "20.00 GFLOPS, number=100, repeat=3)"
+    )
+    assert REPR_RE.match(repr(m))
+    assert REPR_RE.match(repr(Measurement(samples=(2.5,), number=1, repeat=1)))
+    assert "n/a GFLOPS" in repr(Measurement(samples=(2.5,), number=1, repeat=1))
+
+
+def test_to_dict() -> None:
+    m = Measurement(samples=(0.001, 0.003), number=2, repeat=2, flops=2000)
+    d = m.to_dict()
+    assert d["samples"] == [0.001, 0.003]
+    assert (d["number"], d["repeat"], d["flops"]) == (2, 2, 2000)
+    assert d["median"] == pytest.approx(0.002)
+    assert d["gflops"] == pytest.approx(m.gflops)
+    assert math.isclose(d["std"], m.std)
+
+
+def test_measurement_is_frozen() -> None:
+    m = Measurement(samples=[0.1, 0.2], number=1, repeat=2)
+    assert m.samples == (0.1, 0.2)
+    with pytest.raises(AttributeError):
+        m.number = 3  # type: ignore[misc]
+    with pytest.raises(ValueError, match="samples"):
+        Measurement(samples=(0.1,), number=1, repeat=2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"repeat": 0}, "repeat"),
+        ({"repeat": 1.5}, "repeat"),
+        ({"number": 0}, "number"),
+        ({"number": -3}, "number"),
+        ({"min_repeat_ms": -1}, "min_repeat_ms"),
+        ({"min_repeat_ms": float("nan")}, "min_repeat_ms"),
+        ({"warmup": -1}, "warmup"),
+        ({"flops": -1}, "flops"),
+    ],
+)
+def test_argument_validation(kwargs: dict, match: str) -> None:
+    fn = Counter()
+    with pytest.raises(ValueError, match=match):
+        measure(fn, **kwargs)
+    assert fn.calls == 0
+
+
+def test_non_callable_rejected() -> None:
+    with pytest.raises(TypeError, match="callable"):
+        measure(42)  # type: ignore[arg-type]

@@ -1,0 +1,411 @@
+"""Expression nodes of the IR.
+
+Every node is a frozen dataclass compared by identity (``eq=False``): two ``Var``
+objects named ``i`` are different variables. Structural comparison lives in
+:func:`workbench.ir.analysis.structural_equal`.
+
+Python operators on expressions build simplified nodes (``x * 1 + 0`` is ``x``),
+so frontends and primitives can write index arithmetic naturally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .buffer import Buffer
+
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+FLOAT_DTYPES = ("float16", "float32", "float64")
+ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES + ("bool",)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith("float")
+
+
+class PrimExpr:
+    """Base class of scalar expressions; carries a ``dtype``."""
+
+    dtype: str
+
+    # arithmetic -------------------------------------------------------------
+    def __add__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import add
+
+        return add(self, const_like(other, self))
+
+    def __radd__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import add
+
+        return add(const_like(other, self), self)
+
+    def __sub__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import sub
+
+        return sub(self, const_like(other, self))
+
+    def __rsub__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import sub
+
+        return sub(const_like(other, self), self)
+
+    def __mul__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import mul
+
+        return mul(self, const_like(other, self))
+
+    def __rmul__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import mul
+
+        return mul(const_like(other, self), self)
+
+    def __truediv__(self, other: ExprLike) -> PrimExpr:
+        return Div(self, const_like(other, self))
+
+    def __rtruediv__(self, other: ExprLike) -> PrimExpr:
+        return Div(const_like(other, self), self)
+
+    def __floordiv__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import floordiv
+
+        return floordiv(self, const_like(other, self))
+
+    def __mod__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import floormod
+
+        return floormod(self, const_like(other, self))
+
+    def __neg__(self) -> PrimExpr:
+        from .simplify import sub
+
+        return sub(const(0, self.dtype), self)
+
+    # comparisons (== and != keep identity semantics; use .equal()/.not_equal())
+    def __lt__(self, other: ExprLike) -> PrimExpr:
+        return LT(self, const_like(other, self))
+
+    def __le__(self, other: ExprLike) -> PrimExpr:
+        return LE(self, const_like(other, self))
+
+    def __gt__(self, other: ExprLike) -> PrimExpr:
+        return GT(self, const_like(other, self))
+
+    def __ge__(self, other: ExprLike) -> PrimExpr:
+        return GE(self, const_like(other, self))
+
+    def equal(self, other: ExprLike) -> PrimExpr:
+        return EQ(self, const_like(other, self))
+
+    def not_equal(self, other: ExprLike) -> PrimExpr:
+        return NE(self, const_like(other, self))
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "an IR expression has no truth value; use wb.select(cond, a, b) or "
+            "compare with .equal() instead of Python's if/and/or"
+        )
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        from .printer import expr_to_str
+
+        return expr_to_str(self)
+
+    def script(self) -> str:
+        from .printer import expr_to_str
+
+        return expr_to_str(self)
+
+
+ExprLike = Union[PrimExpr, int, float, bool]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(PrimExpr):
+    """A scalar variable: a loop variable or a block iteration variable."""
+
+    name: str
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IntImm(PrimExpr):
+    value: int
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class FloatImm(PrimExpr):
+    value: float
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BinaryOp(PrimExpr):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", self._result_dtype())
+
+    def _result_dtype(self) -> str:
+        return self.a.dtype
+
+
+class Add(BinaryOp):
+    pass
+
+
+class Sub(BinaryOp):
+    pass
+
+
+class Mul(BinaryOp):
+    pass
+
+
+class Div(BinaryOp):
+    """True division (``/``); on integers it truncates as C does."""
+
+
+class FloorDiv(BinaryOp):
+    pass
+
+
+class FloorMod(BinaryOp):
+    pass
+
+
+class Min(BinaryOp):
+    pass
+
+
+class Max(BinaryOp):
+    pass
+
+
+class CmpOp(BinaryOp):
+    def _result_dtype(self) -> str:
+        return "bool"
+
+
+class EQ(CmpOp):
+    pass
+
+
+class NE(CmpOp):
+    pass
+
+
+class LT(CmpOp):
+    pass
+
+
+class LE(CmpOp):
+    pass
+
+
+class GT(CmpOp):
+    pass
+
+
+class GE(CmpOp):
+    pass
+
+
+class And(CmpOp):
+    pass
+
+
+class Or(CmpOp):
+    pass
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(PrimExpr):
+    a: PrimExpr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(PrimExpr):
+    """``cond ? true_value : false_value`` (both sides are evaluated)."""
+
+    condition: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+    dtype: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", self.true_value.dtype)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(PrimExpr):
+    dtype: str
+    value: PrimExpr
+
+
+MATH_FUNCS = (
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "abs",
+    "erf",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+    "pow",
+)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(PrimExpr):
+    """A math intrinsic such as ``exp`` or ``sqrt`` (``op`` is in MATH_FUNCS)."""
+
+    op: str
+    args: tuple[PrimExpr, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferLoad(PrimExpr):
+    buffer: Buffer
+    indices: tuple[PrimExpr, ...]
+    dtype: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", self.buffer.dtype)
+
+
+# constructors ---------------------------------------------------------------
+
+
+def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
+    """Make a constant; ``dtype`` defaults to int32 for ints and float32 for floats."""
+    if isinstance(value, bool):
+        return IntImm(int(value), dtype or "bool")
+    if dtype is None:
+        dtype = "int32" if isinstance(value, int) else "float32"
+    if is_float(dtype):
+        return FloatImm(float(value), dtype)
+    if dtype != "bool" and not float(value).is_integer():
+        raise TypeError(f"constant {value!r} is not an integer but dtype is {dtype}")
+    return IntImm(int(value), dtype)
+
+
+def const_like(value: ExprLike, like: PrimExpr) -> PrimExpr:
+    """Convert a Python number to a constant of ``like``'s dtype family."""
+    if isinstance(value, PrimExpr):
+        return value
+    if isinstance(value, bool):
+        return const(value)
+    if isinstance(value, float) or is_float(like.dtype):
+        return const(value, like.dtype if is_float(like.dtype) else "float32")
+    return const(value, like.dtype if like.dtype != "bool" else "int32")
+
+
+def as_expr(value: ExprLike, dtype: str | None = None) -> PrimExpr:
+    if isinstance(value, PrimExpr):
+        return value
+    return const(value, dtype)
+
+
+def select(condition: ExprLike, true_value: ExprLike, false_value: ExprLike) -> PrimExpr:
+    """``condition ? true_value : false_value``.
+
+    >>> import workbench as wb
+    >>> x = wb.Var("x", "float32")
+    >>> wb.select(x > 0.0, x, 0.0)
+    T.Select(x > T.float32(0), x, T.float32(0))
+    """
+    t = as_expr(true_value)
+    f = as_expr(false_value)
+    if not isinstance(true_value, PrimExpr) and isinstance(false_value, PrimExpr):
+        t = const_like(true_value, f)
+    if not isinstance(false_value, PrimExpr):
+        f = const_like(false_value, t)
+    return Select(as_expr(condition), t, f)
+
+
+def cast(value: ExprLike, dtype: str) -> PrimExpr:
+    v = as_expr(value)
+    if v.dtype == dtype:
+        return v
+    if isinstance(v, (IntImm, FloatImm)):
+        return const(v.value if is_float(dtype) else int(v.value), dtype)
+    return Cast(dtype, v)
+
+
+def _binary_builtin(name: str, cls: type[BinaryOp]):
+    def fn(a: ExprLike, b: ExprLike) -> PrimExpr:
+        from .simplify import max_, min_
+
+        if not isinstance(a, PrimExpr) and isinstance(b, PrimExpr):
+            a = const_like(a, b)
+        a = as_expr(a)
+        b = const_like(b, a)
+        return {"min_": min_, "max_": max_}[name](a, b)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` of two expressions (constants fold)."
+    return fn
+
+
+minimum = _binary_builtin("min_", Min)
+maximum = _binary_builtin("max_", Max)
+
+
+def logical_and(a: ExprLike, b: ExprLike) -> PrimExpr:
+    from .simplify import and_
+
+    return and_(as_expr(a), as_expr(b))
+
+
+def logical_or(a: ExprLike, b: ExprLike) -> PrimExpr:
+    return Or(as_expr(a), as_expr(b))
+
+
+def logical_not(a: ExprLike) -> PrimExpr:
+    return Not(as_expr(a))
+
+
+def _math(op: str):
+    def fn(*args: ExprLike) -> PrimExpr:
+        exprs = tuple(as_expr(a) for a in args)
+        if not exprs:
+            raise TypeError(f"{op} needs an argument")
+        dtype = exprs[0].dtype
+        if not is_float(dtype):
+            if op == "abs":
+                return Call(op, exprs, dtype)
+            raise TypeError(f"{op} needs a float argument, got {dtype}")
+        return Call(op, exprs, dtype)
+
+    fn.__name__ = op
+    fn.__doc__ = f"The math function ``{op}`` (computed in the argument's float type)."
+    return fn
+
+
+exp = _math("exp")
+log = _math("log")
+sqrt = _math("sqrt")
+rsqrt = _math("rsqrt")
+tanh = _math("tanh")
+sigmoid = _math("sigmoid")
+fabs = _math("abs")
+erf = _math("erf")
+sin = _math("sin")
+cos = _math("cos")
+floor = _math("floor")
+ceil = _math("ceil")
+power = _math("pow")

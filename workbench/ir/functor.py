@@ -1,0 +1,242 @@
+"""Visitors and rewriters over the IR.
+
+:class:`Mutator` rebuilds only what changed: when no child of a node changes,
+the node itself is returned (``new is old``), so unchanged subtrees are shared
+between the IR before and after a transformation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+
+from .buffer import Buffer, BufferRegion
+from .expr import (
+    BinaryOp,
+    BufferLoad,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Select,
+    Var,
+)
+from .stmt import Block, BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class Mutator:
+    """Override ``visit_expr``/``visit_stmt`` cases; call ``super()`` to recurse."""
+
+    # expressions -------------------------------------------------------------
+    def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, (Var, IntImm, FloatImm)):
+            return e
+        if isinstance(e, BufferLoad):
+            idx = tuple(self.visit_expr(i) for i in e.indices)
+            buf = self.visit_buffer(e.buffer)
+            if buf is e.buffer and _same(idx, e.indices):
+                return e
+            return BufferLoad(buf, idx)
+        if isinstance(e, BinaryOp):
+            a, b = self.visit_expr(e.a), self.visit_expr(e.b)
+            if a is e.a and b is e.b:
+                return e
+            return self.rebuild_binary(e, a, b)
+        if isinstance(e, Select):
+            c = self.visit_expr(e.condition)
+            t = self.visit_expr(e.true_value)
+            f = self.visit_expr(e.false_value)
+            if c is e.condition and t is e.true_value and f is e.false_value:
+                return e
+            return Select(c, t, f)
+        if isinstance(e, Cast):
+            v = self.visit_expr(e.value)
+            return e if v is e.value else Cast(e.dtype, v)
+        if isinstance(e, Call):
+            args = tuple(self.visit_expr(a) for a in e.args)
+            return e if _same(args, e.args) else Call(e.op, args, e.dtype)
+        if isinstance(e, Not):
+            a = self.visit_expr(e.a)
+            return e if a is e.a else Not(a)
+        raise TypeError(f"unknown expression node {type(e).__name__}")
+
+    def rebuild_binary(self, e: BinaryOp, a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        return type(e)(a, b)
+
+    def visit_buffer(self, b: Buffer) -> Buffer:
+        return b
+
+    # statements --------------------------------------------------------------
+    def visit_stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, BufferStore):
+            v = self.visit_expr(s.value)
+            idx = tuple(self.visit_expr(i) for i in s.indices)
+            buf = self.visit_buffer(s.buffer)
+            if v is s.value and buf is s.buffer and _same(idx, s.indices):
+                return s
+            return BufferStore(buf, v, idx)
+        if isinstance(s, For):
+            body = self.visit_stmt(s.body)
+            return s if body is s.body else replace(s, body=body)
+        if isinstance(s, SeqStmt):
+            stmts = tuple(self.visit_stmt(x) for x in s.stmts)
+            return s if _same(stmts, s.stmts) else SeqStmt(stmts)
+        if isinstance(s, IfThenElse):
+            c = self.visit_expr(s.condition)
+            t = self.visit_stmt(s.then_case)
+            f = self.visit_stmt(s.else_case) if s.else_case is not None else None
+            if c is s.condition and t is s.then_case and f is s.else_case:
+                return s
+            return IfThenElse(c, t, f)
+        if isinstance(s, Block):
+            return self.visit_block(s)
+        if isinstance(s, Evaluate):
+            return s
+        raise TypeError(f"unknown statement node {type(s).__name__}")
+
+    def visit_block(self, b: Block) -> Block:
+        values = tuple(self.visit_expr(v) for v in b.iter_values)
+        pred = self.visit_expr(b.predicate)
+        body = self.visit_stmt(b.body)
+        init = self.visit_stmt(b.init) if b.init is not None else None
+        allocs = tuple(self.visit_buffer(x) for x in b.alloc_buffers)
+        if (
+            _same(values, b.iter_values)
+            and pred is b.predicate
+            and body is b.body
+            and init is b.init
+            and _same(allocs, b.alloc_buffers)
+        ):
+            return b
+        regions_stale = body is not b.body or init is not b.init or not _same(
+            allocs, b.alloc_buffers
+        )
+        if regions_stale:
+            return replace(
+                b,
+                iter_values=values,
+                predicate=pred,
+                body=body,
+                init=init,
+                alloc_buffers=allocs,
+                reads=None,
+                writes=None,
+            )
+        return replace(b, iter_values=values, predicate=pred)
+
+
+class Substituter(Mutator):
+    """Replace variables by expressions, re-simplifying the touched arithmetic."""
+
+    def __init__(self, mapping: Mapping[Var, PrimExpr]):
+        self.mapping = mapping
+
+    def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, Var):
+            return self.mapping.get(e, e)
+        return super().visit_expr(e)
+
+    def rebuild_binary(self, e: BinaryOp, a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        from .simplify import simplify
+
+        return simplify(type(e)(a, b))
+
+
+def substitute(node, mapping: Mapping[Var, PrimExpr]):
+    """Substitute variables in an expression or statement."""
+    if not mapping:
+        return node
+    sub = Substituter(mapping)
+    if isinstance(node, PrimExpr):
+        return sub.visit_expr(node)
+    return sub.visit_stmt(node)
+
+
+# ---------------------------------------------------------------------------
+# read-only traversal
+
+
+def iter_exprs(e: PrimExpr) -> Iterator[PrimExpr]:
+    """Pre-order over an expression tree."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, BinaryOp):
+            stack.extend((x.b, x.a))
+        elif isinstance(x, BufferLoad):
+            stack.extend(reversed(x.indices))
+        elif isinstance(x, Select):
+            stack.extend((x.false_value, x.true_value, x.condition))
+        elif isinstance(x, Cast):
+            stack.append(x.value)
+        elif isinstance(x, Call):
+            stack.extend(reversed(x.args))
+        elif isinstance(x, Not):
+            stack.append(x.a)
+
+
+def expr_vars(e: PrimExpr) -> set[Var]:
+    return {x for x in iter_exprs(e) if isinstance(x, Var)}
+
+
+def uses_var(e: PrimExpr, v: Var) -> bool:
+    return any(x is v for x in iter_exprs(e))
+
+
+def iter_stmts(s: Stmt, enter_blocks: bool = True) -> Iterator[Stmt]:
+    """Pre-order over statements (``init`` included); optionally not into blocks."""
+    stack = [s]
+    first = True
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, For):
+            stack.append(x.body)
+        elif isinstance(x, SeqStmt):
+            stack.extend(reversed(x.stmts))
+        elif isinstance(x, IfThenElse):
+            if x.else_case is not None:
+                stack.append(x.else_case)
+            stack.append(x.then_case)
+        elif isinstance(x, Block) and (enter_blocks or first):
+            stack.append(x.body)
+            if x.init is not None:
+                stack.append(x.init)
+        first = False
+
+
+def stmt_exprs(s: Stmt) -> Iterator[PrimExpr]:
+    """The expressions held directly by one statement (not its children)."""
+    if isinstance(s, BufferStore):
+        yield BufferLoad(s.buffer, s.indices)
+        yield s.value
+    elif isinstance(s, IfThenElse):
+        yield s.condition
+    elif isinstance(s, Block):
+        yield from s.iter_values
+        yield s.predicate
+
+
+def region_of(load: BufferLoad | BufferStore) -> BufferRegion:
+    from .expr import const
+
+    return BufferRegion(load.buffer, tuple((i, const(1)) for i in load.indices))
+
+
+def post_order_visit(node, fn: Callable[[object], None]) -> None:
+    """Call ``fn`` on every statement and expression below ``node`` (children first)."""
+    if isinstance(node, PrimExpr):
+        for x in reversed(list(iter_exprs(node))):
+            fn(x)
+        return
+    for s in reversed(list(iter_stmts(node))):
+        for e in stmt_exprs(s):
+            post_order_visit(e, fn)
+        fn(s)

@@ -1,0 +1,342 @@
+"""TVMScript-style printing of the IR.
+
+Two syntaxes: ``"classic"`` (``from tvm.script import tir as T``, ``T.block``) as in
+most TensorIR tutorials, and ``"tirx"`` (TVM >= 0.24: ``T.sblock``,
+``@T.prim_func(s_tir=True)``). Output is deterministic: the same IR always prints
+the same text, which the golden tests and structural hashing rely on.
+
+``marks`` maps a loop variable or a block name to a note; the line that opens that
+loop/block gets ``# <-- note`` (used by ``ScheduleError.detail()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .buffer import Buffer, BufferRegion
+from .expr import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BufferLoad,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    Sub,
+    Var,
+)
+from .stmt import Block, BufferStore, Evaluate, For, IfThenElse, IRModule, PrimFunc, SeqStmt, Stmt
+
+SYNTAXES = ("classic", "tirx")
+INDENT = "    "
+
+_BIN = {
+    Add: ("+", 4),
+    Sub: ("-", 4),
+    Mul: ("*", 5),
+    Div: ("/", 5),
+    FloorDiv: ("//", 5),
+    FloorMod: ("%", 5),
+    LT: ("<", 3),
+    LE: ("<=", 3),
+    GT: (">", 3),
+    GE: (">=", 3),
+    EQ: ("==", 3),
+    NE: ("!=", 3),
+    And: ("and", 1),
+    Or: ("or", 0),
+}
+
+
+def _float_str(v: float) -> str:
+    if v != v:
+        return '"nan"'
+    if v in (float("inf"), float("-inf")):
+        return '"inf"' if v > 0 else '"-inf"'
+    if float(v).is_integer() and abs(v) < 1e16:
+        return str(int(v))
+    return repr(float(v))
+
+
+def expr_to_str(e: PrimExpr, prec: int = 0) -> str:
+    """Print an expression; ``prec`` is the binding strength of the context."""
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, IntImm):
+        if e.dtype == "bool":
+            return "True" if e.value else "False"
+        if e.dtype == "int32":
+            s = str(e.value)
+            return f"({s})" if e.value < 0 and prec >= 5 else s
+        return f"T.{e.dtype}({e.value})"
+    if isinstance(e, FloatImm):
+        return f"T.{e.dtype}({_float_str(e.value)})"
+    if isinstance(e, BufferLoad):
+        return f"{e.buffer.name}[{', '.join(expr_to_str(i) for i in e.indices)}]"
+    op = _BIN.get(type(e))
+    if op is not None:
+        sym, p = op
+        if isinstance(e, Div) and e.dtype != "float32" and not e.dtype.startswith("float"):
+            return f"T.Div({expr_to_str(e.a)}, {expr_to_str(e.b)})"
+        # left-associative: the right operand needs parentheses at equal precedence
+        a = expr_to_str(e.a, p)
+        b = expr_to_str(e.b, p + 1)
+        s = f"{a} {sym} {b}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, Min):
+        return f"T.min({expr_to_str(e.a)}, {expr_to_str(e.b)})"
+    if isinstance(e, Max):
+        return f"T.max({expr_to_str(e.a)}, {expr_to_str(e.b)})"
+    if isinstance(e, Not):
+        s = f"not {expr_to_str(e.a, 2)}"
+        return f"({s})" if prec > 2 else s
+    if isinstance(e, Select):
+        return (
+            f"T.Select({expr_to_str(e.condition)}, {expr_to_str(e.true_value)}, "
+            f"{expr_to_str(e.false_value)})"
+        )
+    if isinstance(e, Cast):
+        return f'T.Cast("{e.dtype}", {expr_to_str(e.value)})'
+    if isinstance(e, Call):
+        return f"T.{e.op}({', '.join(expr_to_str(a) for a in e.args)})"
+    raise TypeError(f"cannot print {type(e).__name__}")
+
+
+def region_to_str(r: BufferRegion) -> str:
+    parts = []
+    for mn, ext in r.region:
+        if isinstance(ext, IntImm) and ext.value == 1:
+            parts.append(expr_to_str(mn))
+        else:
+            parts.append(f"{expr_to_str(mn)}:{expr_to_str(mn + ext)}")
+    return f"{r.buffer.name}[{', '.join(parts)}]"
+
+
+def _value_str(v) -> str:
+    if isinstance(v, bool):
+        return "T.bool(True)" if v else "T.bool(False)"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, PrimExpr):
+        return expr_to_str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value_str(x) for x in v) + "]"
+    return repr(v)
+
+
+def _annotations_str(ann) -> str:
+    return "{" + ", ".join(f'"{k}": {_value_str(v)}' for k, v in ann) + "}"
+
+
+def _shape_str(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _alloc_str(b: Buffer) -> str:
+    args = [_shape_str(b.shape)]
+    if b.dtype != "float32":
+        args.append(f'"{b.dtype}"')
+    if b.scope != "global":
+        args.append(f'scope="{b.scope}"')
+    return f"{b.name} = T.alloc_buffer({', '.join(args)})"
+
+
+class _Printer:
+    def __init__(self, syntax: str, marks: Mapping | None):
+        if syntax not in SYNTAXES:
+            raise ValueError(f"unknown syntax {syntax!r}; choose one of {SYNTAXES}")
+        self.syntax = syntax
+        self.block_kw = "T.sblock" if syntax == "tirx" else "T.block"
+        self.marks = dict(marks or {})
+        self.lines: list[str] = []
+
+    def emit(self, depth: int, text: str, mark_key=None) -> None:
+        line = INDENT * depth + text
+        if mark_key is not None and mark_key in self.marks:
+            line += f"  # <-- {self.marks[mark_key]}"
+        self.lines.append(line)
+
+    # -- statements
+    def stmt(self, s: Stmt, d: int) -> None:
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                self.stmt(x, d)
+        elif isinstance(s, For):
+            self.loop(s, d)
+        elif isinstance(s, Block):
+            self.block(s, d)
+        elif isinstance(s, BufferStore):
+            idx = ", ".join(expr_to_str(i) for i in s.indices)
+            self.emit(d, f"{s.buffer.name}[{idx}] = {expr_to_str(s.value)}")
+        elif isinstance(s, IfThenElse):
+            self.emit(d, f"if {expr_to_str(s.condition)}:")
+            self.stmt(s.then_case, d + 1)
+            if s.else_case is not None:
+                self.emit(d, "else:")
+                self.stmt(s.else_case, d + 1)
+        elif isinstance(s, Evaluate):
+            self.emit(d, f"T.evaluate({expr_to_str(s.value)})")
+        else:
+            raise TypeError(f"cannot print {type(s).__name__}")
+
+    def _plain(self, s: Stmt) -> bool:
+        return (
+            isinstance(s, For)
+            and s.kind == "serial"
+            and not s.annotations
+            and s.loop_var not in self.marks
+        )
+
+    def loop(self, s: For, d: int) -> None:
+        if self._plain(s) and self._plain(s.body):
+            chain = [s]
+            while self._plain(chain[-1].body):
+                chain.append(chain[-1].body)  # type: ignore[arg-type]
+            names = ", ".join(x.loop_var.name for x in chain)
+            exts = ", ".join(str(x.extent) for x in chain)
+            self.emit(d, f"for {names} in T.grid({exts}):")
+            self.stmt(chain[-1].body, d + 1)
+            return
+        ann = f", annotations={_annotations_str(s.annotations)}" if s.annotations else ""
+        if s.kind == "serial":
+            head = f"T.serial({s.extent}{ann})" if ann else f"range({s.extent})"
+        elif s.kind == "thread_binding":
+            head = f'T.thread_binding({s.extent}, thread="{s.thread_tag}"{ann})'
+        else:
+            fn = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unroll"}
+            head = f"T.{fn[s.kind]}({s.extent}{ann})"
+        self.emit(d, f"for {s.loop_var.name} in {head}:", s.loop_var)
+        self.stmt(s.body, d + 1)
+
+    def block(self, b: Block, d: int) -> None:
+        self.emit(d, f'with {self.block_kw}("{b.name}"):', b.name)
+        d1 = d + 1
+        if b.iter_vars:
+            if all(isinstance(v, Var) for v in b.iter_values):
+                names = ", ".join(iv.var.name for iv in b.iter_vars)
+                kinds = "".join(iv.kind for iv in b.iter_vars)
+                vals = ", ".join(expr_to_str(v) for v in b.iter_values)
+                self.emit(d1, f'{names} = T.axis.remap("{kinds}", [{vals}])')
+            else:
+                for iv, v in zip(b.iter_vars, b.iter_values, strict=True):
+                    kind = "spatial" if iv.kind == "S" else "reduce"
+                    self.emit(d1, f"{iv.var.name} = T.axis.{kind}({iv.extent}, {expr_to_str(v)})")
+        if not (isinstance(b.predicate, IntImm) and b.predicate.value):
+            self.emit(d1, f"T.where({expr_to_str(b.predicate)})")
+        self.emit(d1, f"T.reads({', '.join(region_to_str(r) for r in b.reads or ())})")
+        self.emit(d1, f"T.writes({', '.join(region_to_str(r) for r in b.writes or ())})")
+        if b.annotations:
+            attr = "T.sblock_attr" if self.syntax == "tirx" else "T.block_attr"
+            self.emit(d1, f"{attr}({_annotations_str(b.annotations)})")
+        for buf in b.alloc_buffers:
+            self.emit(d1, _alloc_str(buf))
+        if b.init is not None:
+            self.emit(d1, "with T.init():")
+            self.stmt(b.init, d1 + 1)
+        self.stmt(b.body, d1)
+
+    # -- functions
+    def func(self, f: PrimFunc, d: int) -> None:
+        deco = "@T.prim_func(s_tir=True)" if self.syntax == "tirx" else "@T.prim_func"
+        self.emit(d, deco)
+        params = ", ".join(
+            f'{p.name}: T.Buffer({_shape_str(p.shape)}, "{p.dtype}")' for p in f.params
+        )
+        self.emit(d, f"def {f.name}({params}):")
+        attrs = dict(f.attrs)
+        attrs.setdefault("global_symbol", f.name)
+        attrs.setdefault("tir.noalias", True)
+        self.emit(d + 1, f"T.func_attr({_annotations_str(tuple(attrs.items()))})")
+        root = f.body
+        self.emit(d + 1, f'# with {self.block_kw}("root"):', root.name)
+        for buf in root.alloc_buffers:
+            self.emit(d + 1, _alloc_str(buf))
+        self.stmt(root.body, d + 1)
+
+    def header(self, module: bool) -> None:
+        if module:
+            self.lines.append("# from tvm.script import ir as I")
+        mod = "tirx" if self.syntax == "tirx" else "tir"
+        self.lines.append(f"# from tvm.script import {mod} as T")
+        self.lines.append("")
+
+
+def func_to_str(f: PrimFunc, syntax: str = "classic", marks: Mapping | None = None) -> str:
+    p = _Printer(syntax, marks)
+    p.header(module=False)
+    p.func(f, 0)
+    return "\n".join(p.lines)
+
+
+def module_to_str(m: IRModule, syntax: str = "classic", marks: Mapping | None = None) -> str:
+    p = _Printer(syntax, marks)
+    p.header(module=True)
+    p.lines.append("@I.ir_module")
+    p.lines.append("class Module:")
+    for i, (_, f) in enumerate(m.functions):
+        if i:
+            p.lines.append("")
+        p.func(f, 1)
+    return "\n".join(p.lines)
+
+
+def stmt_to_str(s: Stmt, syntax: str = "classic", marks: Mapping | None = None) -> str:
+    p = _Printer(syntax, marks)
+    p.stmt(s, 0)
+    return "\n".join(p.lines)
+
+
+def any_to_str(x, syntax: str = "classic") -> str:
+    if isinstance(x, IRModule):
+        return module_to_str(x, syntax)
+    if isinstance(x, PrimFunc):
+        return func_to_str(x, syntax)
+    if isinstance(x, Stmt):
+        return stmt_to_str(x, syntax)
+    if isinstance(x, PrimExpr):
+        return expr_to_str(x)
+    raise TypeError(f"cannot print {type(x).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# notebook display
+
+
+def highlight_html(code: str, style: str | None = None) -> str:
+    """Python-highlighted HTML with inline styles (no CSS needed)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    fmt = HtmlFormatter(noclasses=True, style=style or "default", nowrap=False)
+    return highlight(code, PythonLexer(), fmt)
+
+
+def show(code: str, style: str | None = None) -> None:
+    """Display highlighted code in a notebook; print it elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+
+        if get_ipython() is not None:
+            display(HTML(highlight_html(code, style)))
+            return
+    except ImportError:  # pragma: no cover - IPython is a dependency of the lab extra
+        pass
+    print(code)

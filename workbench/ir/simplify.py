@@ -1,0 +1,411 @@
+"""Arithmetic simplification.
+
+Two layers:
+
+* constructors (``add``, ``mul``, ``floordiv`` ...) that fold constants and keep
+  integer index expressions in a canonical affine form, so ``j_0 * 4 + j_1``
+  never prints as ``j_0 * 4 * 1 + j_1 + 0``;
+* :func:`simplify`, which rebuilds an expression bottom-up with the variables'
+  ranges known and applies range-aware rules (``x // 8 == 0`` when ``0 <= x < 8``,
+  comparisons that are always true vanish).
+
+Invariant: every rule is exact for integer arithmetic with floor semantics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from .expr import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BinaryOp,
+    BufferLoad,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    Sub,
+    Var,
+    const,
+    is_float,
+)
+
+Bounds = Mapping[Var, tuple[int, int]]  # inclusive [lo, hi]
+
+
+def _is_const(e: PrimExpr) -> bool:
+    return isinstance(e, (IntImm, FloatImm))
+
+
+def _cval(e: PrimExpr):
+    return e.value  # type: ignore[attr-defined]
+
+
+def _is_int(e: PrimExpr) -> bool:
+    return not is_float(e.dtype) and e.dtype != "bool"
+
+
+def struct_key(e: PrimExpr) -> tuple:
+    """A hashable key equal for structurally equal expressions (vars by identity)."""
+    if isinstance(e, Var):
+        return ("V", id(e))
+    if isinstance(e, (IntImm, FloatImm)):
+        return ("C", e.value, e.dtype)
+    if isinstance(e, BinaryOp):
+        return (type(e).__name__, struct_key(e.a), struct_key(e.b))
+    if isinstance(e, BufferLoad):
+        return ("L", id(e.buffer), tuple(struct_key(i) for i in e.indices))
+    if isinstance(e, Call):
+        return ("F", e.op, tuple(struct_key(a) for a in e.args))
+    if isinstance(e, Cast):
+        return ("T", e.dtype, struct_key(e.value))
+    if isinstance(e, Select):
+        return ("S", struct_key(e.condition), struct_key(e.true_value), struct_key(e.false_value))
+    if isinstance(e, Not):
+        return ("N", struct_key(e.a))
+    raise TypeError(f"not an expression: {e!r}")
+
+
+# ---------------------------------------------------------------------------
+# affine forms: ([(term, coeff), ...], constant)
+
+
+def _linear(e: PrimExpr) -> tuple[list[tuple[PrimExpr, int]], int]:
+    if isinstance(e, IntImm):
+        return [], e.value
+    if isinstance(e, Add):
+        ta, ca = _linear(e.a)
+        tb, cb = _linear(e.b)
+        return _merge(ta, tb), ca + cb
+    if isinstance(e, Sub):
+        ta, ca = _linear(e.a)
+        tb, cb = _linear(e.b)
+        return _merge(ta, [(t, -c) for t, c in tb]), ca - cb
+    if isinstance(e, Mul):
+        if isinstance(e.b, IntImm):
+            t, c = _linear(e.a)
+            return [(x, k * e.b.value) for x, k in t], c * e.b.value
+        if isinstance(e.a, IntImm):
+            t, c = _linear(e.b)
+            return [(x, k * e.a.value) for x, k in t], c * e.a.value
+    return [(e, 1)], 0
+
+
+def _merge(ta, tb):
+    out: list[tuple[PrimExpr, int]] = []
+    index: dict[tuple, int] = {}
+    for t, c in list(ta) + list(tb):
+        k = struct_key(t)
+        if k in index:
+            i = index[k]
+            out[i] = (out[i][0], out[i][1] + c)
+        else:
+            index[k] = len(out)
+            out.append((t, c))
+    return [(t, c) for t, c in out if c != 0]
+
+
+def _build(terms, cst: int, dtype: str) -> PrimExpr:
+    result: PrimExpr | None = None
+    for t, c in terms:
+        mag = abs(c)
+        piece = t if mag == 1 else Mul(t, IntImm(mag, dtype))
+        if result is None:
+            result = piece if c > 0 else Sub(IntImm(0, dtype), piece)
+        else:
+            result = Add(result, piece) if c > 0 else Sub(result, piece)
+    if result is None:
+        return IntImm(cst, dtype)
+    if cst > 0:
+        result = Add(result, IntImm(cst, dtype))
+    elif cst < 0:
+        result = Sub(result, IntImm(-cst, dtype))
+    return result
+
+
+def _canon(e: PrimExpr) -> PrimExpr:
+    terms, cst = _linear(e)
+    return _build(terms, cst, e.dtype)
+
+
+# ---------------------------------------------------------------------------
+# constructors
+
+
+def add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if _is_const(a) and _is_const(b):
+        return const(_cval(a) + _cval(b), a.dtype)
+    if _is_int(a) and _is_int(b):
+        return _canon(Add(a, b))
+    if _is_const(b) and _cval(b) == 0:
+        return a
+    if _is_const(a) and _cval(a) == 0:
+        return b
+    return Add(a, b)
+
+
+def sub(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if _is_const(a) and _is_const(b):
+        return const(_cval(a) - _cval(b), a.dtype)
+    if _is_int(a) and _is_int(b):
+        return _canon(Sub(a, b))
+    if _is_const(b) and _cval(b) == 0:
+        return a
+    return Sub(a, b)
+
+
+def mul(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if _is_const(a) and _is_const(b):
+        return const(_cval(a) * _cval(b), a.dtype)
+    if _is_int(a) and _is_int(b):
+        if isinstance(a, IntImm) or isinstance(b, IntImm):
+            return _canon(Mul(a, b) if isinstance(b, IntImm) else Mul(b, a))
+        return Mul(a, b)
+    if _is_const(b) and _cval(b) == 1:
+        return a
+    if _is_const(a) and _cval(a) == 1:
+        return b
+    return Mul(a, b)
+
+
+def floordiv(a: PrimExpr, b: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
+    if isinstance(a, IntImm) and isinstance(b, IntImm) and b.value != 0:
+        return IntImm(a.value // b.value, a.dtype)
+    if isinstance(b, IntImm) and b.value > 0:
+        c = b.value
+        if c == 1:
+            return a
+        if isinstance(a, FloorDiv) and isinstance(a.b, IntImm) and a.b.value > 0:
+            return floordiv(a.a, IntImm(a.b.value * c, a.dtype), bounds)
+        terms, cst = _linear(a)
+        keep = [(t, k // c) for t, k in terms if k % c == 0]
+        rest = [(t, k) for t, k in terms if k % c != 0]
+        q, r = divmod(cst, c)
+        quotient = _build(keep, q, a.dtype)
+        if not rest and r == 0:
+            return quotient
+        remainder = _build(rest, r, a.dtype)
+        lo, hi = _range(remainder, bounds)
+        if lo is not None and hi is not None and lo // c == hi // c:
+            return _canon(Add(quotient, IntImm(lo // c, a.dtype)))
+        if not keep and q == 0:
+            return FloorDiv(remainder, b)
+        return _canon(Add(quotient, FloorDiv(remainder, b)))
+    return FloorDiv(a, b)
+
+
+def floormod(a: PrimExpr, b: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
+    if isinstance(a, IntImm) and isinstance(b, IntImm) and b.value != 0:
+        return IntImm(a.value % b.value, a.dtype)
+    if isinstance(b, IntImm) and b.value > 0:
+        c = b.value
+        if c == 1:
+            return IntImm(0, a.dtype)
+        if isinstance(a, FloorMod) and isinstance(a.b, IntImm) and a.b.value % c == 0:
+            return floormod(a.a, b, bounds)
+        terms, cst = _linear(a)
+        rest = [(t, k) for t, k in terms if k % c != 0]
+        remainder = _build(rest, cst % c, a.dtype)
+        if not rest:
+            return remainder
+        lo, hi = _range(remainder, bounds)
+        if lo is not None and hi is not None and lo // c == hi // c:
+            return _canon(Sub(remainder, IntImm((lo // c) * c, a.dtype)))
+        return FloorMod(remainder, b)
+    return FloorMod(a, b)
+
+
+def min_(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if _is_const(a) and _is_const(b):
+        return const(min(_cval(a), _cval(b)), a.dtype)
+    return Min(a, b)
+
+
+def max_(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if _is_const(a) and _is_const(b):
+        return const(max(_cval(a), _cval(b)), a.dtype)
+    return Max(a, b)
+
+
+def and_(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if isinstance(a, IntImm):
+        return b if a.value else a
+    if isinstance(b, IntImm):
+        return a if b.value else b
+    return And(a, b)
+
+
+_CMP = {
+    LT: lambda x, y: x < y,
+    LE: lambda x, y: x <= y,
+    GT: lambda x, y: x > y,
+    GE: lambda x, y: x >= y,
+    EQ: lambda x, y: x == y,
+    NE: lambda x, y: x != y,
+}
+
+
+def _compare(cls, a: PrimExpr, b: PrimExpr, bounds: Bounds | None) -> PrimExpr:
+    if _is_const(a) and _is_const(b):
+        return const(bool(_CMP[cls](_cval(a), _cval(b))))
+    if _is_int(a) and _is_int(b) and bounds is not None:
+        lo, hi = _range(sub(a, b), bounds)
+        if lo is not None and hi is not None:
+            if all(_CMP[cls](v, 0) for v in {lo, hi}) and (cls is not NE or not lo <= 0 <= hi):
+                if cls is EQ and lo != hi:
+                    return cls(a, b)
+                return const(True)
+            if cls in (LT, LE) and not _CMP[cls](lo, 0):
+                return const(False)
+            if cls in (GT, GE) and not _CMP[cls](hi, 0):
+                return const(False)
+    return cls(a, b)
+
+
+# ---------------------------------------------------------------------------
+# ranges
+
+
+def _range(e: PrimExpr, bounds: Bounds | None) -> tuple[int | None, int | None]:
+    """Inclusive integer range of ``e`` given variable bounds (None = unknown)."""
+    if isinstance(e, IntImm):
+        return e.value, e.value
+    if isinstance(e, Var):
+        if bounds is not None and e in bounds:
+            return bounds[e]
+        return None, None
+    if isinstance(e, (Add, Sub)):
+        alo, ahi = _range(e.a, bounds)
+        blo, bhi = _range(e.b, bounds)
+        if None in (alo, ahi, blo, bhi):
+            return None, None
+        if isinstance(e, Add):
+            return alo + blo, ahi + bhi
+        return alo - bhi, ahi - blo
+    if isinstance(e, Mul):
+        alo, ahi = _range(e.a, bounds)
+        blo, bhi = _range(e.b, bounds)
+        if None in (alo, ahi, blo, bhi):
+            return None, None
+        prods = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
+        return min(prods), max(prods)
+    if isinstance(e, FloorDiv) and isinstance(e.b, IntImm) and e.b.value > 0:
+        lo, hi = _range(e.a, bounds)
+        if lo is None or hi is None:
+            return None, None
+        return lo // e.b.value, hi // e.b.value
+    if isinstance(e, FloorMod) and isinstance(e.b, IntImm) and e.b.value > 0:
+        lo, hi = _range(e.a, bounds)
+        if lo is not None and hi is not None and lo // e.b.value == hi // e.b.value:
+            return lo % e.b.value, hi % e.b.value
+        return 0, e.b.value - 1
+    if isinstance(e, (Min, Max)):
+        alo, ahi = _range(e.a, bounds)
+        blo, bhi = _range(e.b, bounds)
+        if None in (alo, ahi, blo, bhi):
+            return None, None
+        f = min if isinstance(e, Min) else max
+        return f(alo, blo), f(ahi, bhi)
+    return None, None
+
+
+def int_range(e: PrimExpr, bounds: Bounds | None = None) -> tuple[int | None, int | None]:
+    """Public wrapper of the inclusive range analysis."""
+    return _range(e, bounds)
+
+
+def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
+    """Rebuild ``e`` bottom-up through the simplifying constructors.
+
+    ``bounds`` maps variables to inclusive ``(lo, hi)`` ranges, e.g. loop variables
+    to ``(0, extent - 1)``.
+
+    >>> import workbench as wb
+    >>> i = wb.Var("i")
+    >>> wb.ir.simplify((i * 4 + 3) // 4, {i: (0, 31)})
+    i
+    """
+    if isinstance(e, (Var, IntImm, FloatImm)):
+        return e
+    if isinstance(e, BinaryOp):
+        a = simplify(e.a, bounds)
+        b = simplify(e.b, bounds)
+        if isinstance(e, Add):
+            return add(a, b)
+        if isinstance(e, Sub):
+            return sub(a, b)
+        if isinstance(e, Mul):
+            return mul(a, b)
+        if isinstance(e, FloorDiv):
+            return floordiv(a, b, bounds)
+        if isinstance(e, FloorMod):
+            return floormod(a, b, bounds)
+        if isinstance(e, Min):
+            return min_(a, b)
+        if isinstance(e, Max):
+            return max_(a, b)
+        if isinstance(e, And):
+            return and_(a, b)
+        if type(e) in _CMP:
+            return _compare(type(e), a, b, bounds)
+        if isinstance(e, Or):
+            if isinstance(a, IntImm):
+                return a if a.value else b
+            if isinstance(b, IntImm):
+                return b if b.value else a
+        if isinstance(e, Div) and _is_const(a) and _is_const(b) and _cval(b) != 0:
+            if is_float(a.dtype):
+                return const(_cval(a) / _cval(b), a.dtype)
+            return const(int(_cval(a) / _cval(b)), a.dtype)
+        if a is e.a and b is e.b:
+            return e
+        return type(e)(a, b)
+    if isinstance(e, Not):
+        a = simplify(e.a, bounds)
+        if isinstance(a, IntImm):
+            return const(not a.value)
+        return e if a is e.a else Not(a)
+    if isinstance(e, Select):
+        c = simplify(e.condition, bounds)
+        t = simplify(e.true_value, bounds)
+        f = simplify(e.false_value, bounds)
+        if isinstance(c, IntImm):
+            return t if c.value else f
+        if c is e.condition and t is e.true_value and f is e.false_value:
+            return e
+        return Select(c, t, f)
+    if isinstance(e, Cast):
+        v = simplify(e.value, bounds)
+        if _is_const(v):
+            val = _cval(v)
+            return const(float(val) if is_float(e.dtype) else math.trunc(val), e.dtype)
+        return e if v is e.value else Cast(e.dtype, v)
+    if isinstance(e, Call):
+        args = tuple(simplify(x, bounds) for x in e.args)
+        if all(x is y for x, y in zip(args, e.args, strict=True)):
+            return e
+        return Call(e.op, args, e.dtype)
+    if isinstance(e, BufferLoad):
+        idx = tuple(simplify(x, bounds) for x in e.indices)
+        if all(x is y for x, y in zip(idx, e.indices, strict=True)):
+            return e
+        return BufferLoad(e.buffer, idx)
+    return e

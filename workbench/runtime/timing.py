@@ -1,0 +1,206 @@
+"""Wall-clock measurement of kernels with TVM `time_evaluator` semantics.
+
+Each of `repeat` samples is the mean time of one call over `number` back-to-back calls;
+`number` grows until one repeat lasts at least `min_repeat_ms`.
+
+Example:
+    >>> m = measure(sum, range(1000), number=10, repeat=3, min_repeat_ms=0)
+    >>> len(m.samples)
+    3
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Measurement", "measure"]
+
+_MAX_NUMBER = 1 << 30
+_GROWTH_MARGIN = 1.05
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Timing samples of one kernel, in seconds per single run, one sample per repeat.
+
+    `std` is the population standard deviation (numpy `ddof=0`), as in TVM.
+    `repr` has one fixed format — milliseconds with 3 decimals, GFLOPS with 2 decimals
+    (`n/a GFLOPS` when the flop count is unknown) — so outputs are easy to sanitize.
+
+    Example:
+        >>> m = Measurement(samples=(0.001, 0.002, 0.003), number=10, repeat=3, flops=2_000_000)
+        >>> repr(m).startswith("Measurement(median=2.000 ms, min=1.000 ms, max=3.000 ms,")
+        True
+        >>> round(m.gflops, 2)
+        1.0
+    """
+
+    samples: tuple[float, ...]
+    number: int
+    repeat: int
+    flops: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
+        if not self.samples:
+            raise ValueError("Measurement needs at least one sample")
+        if len(self.samples) != self.repeat:
+            raise ValueError(f"got {len(self.samples)} samples for repeat={self.repeat}")
+        if self.number < 1:
+            raise ValueError(f"number must be >= 1, got {self.number}")
+
+    @property
+    def mean(self) -> float:
+        """Mean seconds per run."""
+        return float(np.mean(self.samples))
+
+    @property
+    def median(self) -> float:
+        """Median seconds per run."""
+        return float(np.median(self.samples))
+
+    @property
+    def min(self) -> float:
+        """Fastest sample, seconds per run."""
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        """Slowest sample, seconds per run."""
+        return max(self.samples)
+
+    @property
+    def std(self) -> float:
+        """Population standard deviation (ddof=0) of the samples, seconds."""
+        return float(np.std(self.samples, ddof=0))
+
+    @property
+    def gflops(self) -> float | None:
+        """`flops / median / 1e9`, or None when the flop count is unknown."""
+        if self.flops is None:
+            return None
+        return self.flops / self.median / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form (JSON-serializable) with the samples and derived statistics.
+
+        Example:
+            >>> Measurement(samples=(0.5,), number=1, repeat=1).to_dict()["median"]
+            0.5
+        """
+        return {
+            "samples": list(self.samples),
+            "number": self.number,
+            "repeat": self.repeat,
+            "flops": self.flops,
+            "mean": self.mean,
+            "median": self.median,
+            "min": self.min,
+            "max": self.max,
+            "std": self.std,
+            "gflops": self.gflops,
+        }
+
+    def __repr__(self) -> str:
+        gflops = "n/a" if self.gflops is None else f"{self.gflops:.2f}"
+        return (
+            f"Measurement(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, "
+            f"max={self.max * 1e3:.3f} ms, std={self.std * 1e3:.3f} ms, {gflops} GFLOPS, "
+            f"number={self.number}, repeat={self.repeat})"
+        )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _validate(
+    number: int | None, repeat: int, min_repeat_ms: float, warmup: int, flops: int | None
+) -> None:
+    if not _is_int(repeat) or repeat < 1:
+        raise ValueError(f"repeat must be an integer >= 1, got {repeat!r}")
+    if number is not None and (not _is_int(number) or number < 1):
+        raise ValueError(f"number must be an integer >= 1 or None, got {number!r}")
+    if not isinstance(min_repeat_ms, numbers.Real) or not math.isfinite(min_repeat_ms):
+        raise ValueError(f"min_repeat_ms must be a finite number, got {min_repeat_ms!r}")
+    if min_repeat_ms < 0:
+        raise ValueError(f"min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
+    if not _is_int(warmup) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if flops is not None and (not _is_int(flops) or flops < 0):
+        raise ValueError(f"flops must be an integer >= 0 or None, got {flops!r}")
+
+
+def _time_repeat(call: Callable[[], object], number: int) -> float:
+    """Seconds taken by `number` back-to-back calls of `call`."""
+    loop = itertools.repeat(None, number)
+    start = perf_counter()
+    for _ in loop:
+        call()
+    return perf_counter() - start
+
+
+def _calibrate(call: Callable[[], object], number: int, min_seconds: float) -> int:
+    """Grow `number` (at least doubling each step) until one repeat lasts `min_seconds`."""
+    while number < _MAX_NUMBER:
+        elapsed = _time_repeat(call, number)
+        if elapsed >= min_seconds:
+            break
+        scaled = number * min_seconds / elapsed * _GROWTH_MARGIN if elapsed > 0 else math.inf
+        number = min(max(math.ceil(min(scaled, _MAX_NUMBER)), 2 * number), _MAX_NUMBER)
+    return number
+
+
+def measure(
+    fn: Callable[..., object],
+    *args: object,
+    number: int | None = None,
+    repeat: int = 5,
+    min_repeat_ms: float = 100,
+    warmup: int = 1,
+    flops: int | None = None,
+) -> Measurement:
+    """Time `fn(*args)` like TVM's `time_evaluator` and return a `Measurement`.
+
+    `fn(*args)` first runs `warmup` times untimed. Then `number` (1 when None) is grown —
+    at least doubling each step, aiming 5% past the target — until one timed repeat of
+    `number` calls lasts at least `min_repeat_ms`; these calibration repeats are discarded.
+    An explicit `number` is only a starting point unless `min_repeat_ms=0`, in which case
+    it is used exactly. Finally `repeat` repeats of `number` calls are timed with
+    `time.perf_counter`; each sample is the repeat's time divided by `number`.
+    When `flops` is None and `fn` has an integer attribute `flops`, that is used.
+
+    Example:
+        >>> m = measure(sorted, list(range(100)), repeat=3, min_repeat_ms=1)
+        >>> m.repeat, len(m.samples)
+        (3, 3)
+    """
+    _validate(number, repeat, min_repeat_ms, warmup, flops)
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    fn_flops = getattr(fn, "flops", None)
+    if flops is None and _is_int(fn_flops):
+        flops = fn_flops
+    call = functools.partial(fn, *args) if args else fn
+
+    for _ in range(warmup):
+        call()
+    count = int(number) if number is not None else 1
+    if min_repeat_ms > 0:
+        count = _calibrate(call, count, min_repeat_ms / 1e3)
+    samples = tuple(_time_repeat(call, count) / count for _ in range(repeat))
+    return Measurement(
+        samples=samples,
+        number=count,
+        repeat=int(repeat),
+        flops=None if flops is None else int(flops),
+    )
