@@ -1,0 +1,50 @@
+# Schedule Workbench — developer entry points.
+#   make lab    set up .venv and open the lessons in JupyterLab
+#   make test   set up .venv and run lint + unit tests + notebooks
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+LAB_ARGS  ?=
+TEST_ENV  := MPLBACKEND=Agg
+NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+
+.PHONY: venv lab test lint bench clean distclean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "python3.11 (or python3) not found on PATH" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -e '.[lab,test]'
+	touch $@
+
+lab: venv
+	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
+
+# Each step must pass; pytest's exit code 5 (nothing collected) fails the target too.
+# The notebook run is outside testpaths, so tests/conftest.py is loaded explicitly as a plugin.
+test: venv
+	$(BIN)/ruff check .
+	$(TEST_ENV) $(BIN)/python -m pytest -q tests
+	$(TEST_ENV) $(BIN)/python -m pytest -q -p tests.conftest $(NBVAL_ARGS) notebooks/
+
+lint: venv
+	$(BIN)/ruff check .
+
+bench: venv
+	$(BIN)/python bench/interactive.py
+
+clean:
+	rm -rf build/ *.egg-info .pytest_cache .ruff_cache .hypothesis
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
