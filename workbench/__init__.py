@@ -1,7 +1,14 @@
-"""Schedule Workbench: schedule tensor loop nests interactively, TensorIR style."""
+"""Schedule Workbench: schedule tensor loop nests interactively, TensorIR style.
 
-from . import ir
-from .ir import Buffer, IRModule, PrimFunc, Var
+>>> import workbench as wb
+>>> func = wb.workloads.mm_relu(128, 128, 128)
+>>> sch = wb.Schedule(func)
+>>> i, j, k = sch.get_loops(sch.get_block("Y"))
+>>> j0, j1 = sch.split(j, factors=[None, 4])
+"""
+
+from . import ir, schedule
+from .ir import Buffer, IRModule, PrimFunc, Var, structural_equal, structural_hash
 from .ir.expr import (
     cast,
     const,
@@ -20,6 +27,15 @@ from .ir.expr import (
     sin,
     sqrt,
     tanh,
+)
+from .schedule import (
+    BlockRV,
+    ExprRV,
+    LoopRV,
+    Schedule,
+    ScheduleError,
+    Trace,
+    TraceError,
 )
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004
 

@@ -1,0 +1,130 @@
+"""Schedule errors: one base class, one subclass per way a primitive can refuse.
+
+Every message names the primitive and the loop/block it refused. A refused
+primitive leaves the schedule exactly as it was (primitives are pure functions;
+the schedule only swaps in their result on success). ``detail()`` prints the IR
+with the offending loops/blocks marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir import PrimFunc, Var
+
+
+class ScheduleError(Exception):
+    """Base class of everything a schedule primitive can refuse.
+
+    Attributes: ``primitive`` (e.g. ``"split"``), ``func`` (the function as it was),
+    ``loops`` (loop variables involved) and ``blocks`` (block names involved).
+    """
+
+    def __init__(
+        self,
+        primitive: str,
+        message: str,
+        func: PrimFunc | None = None,
+        loops: Iterable[Var] = (),
+        blocks: Iterable[str] = (),
+    ):
+        self.primitive = primitive
+        self.message = message
+        self.func = func
+        self.loops = tuple(loops)
+        self.blocks = tuple(blocks)
+        super().__init__(f"{primitive}: {message}")
+
+    def detail(self, syntax: str = "classic") -> str:
+        """The error message, then the IR with the offending loops/blocks marked.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+        >>> i, j, k = sch.get_loops(sch.get_block("C"))
+        >>> try:
+        ...     sch.parallel(k)
+        ... except wb.ScheduleError as e:
+        ...     print(e.detail().splitlines()[0])
+        parallel: loop "k" is bound to the reduction iter var "vk" of block "C"; only data-parallel loops can be parallelized
+        """
+        head = str(self)
+        if self.func is None:
+            return head
+        marks: dict[object, str] = {}
+        for v in self.loops:
+            marks[v] = self.primitive
+        for b in self.blocks:
+            marks[b] = self.primitive
+        return head + "\n\n" + self.func.script(syntax=syntax, marks=marks)
+
+    def _repr_html_(self) -> str:
+        from ..ir.printer import highlight_html
+
+        return highlight_html(self.detail())
+
+
+class InvalidScheduleArgumentError(ScheduleError, ValueError):
+    """An argument has the wrong type or value (a handle from another schedule...)."""
+
+
+class FunctionNotFoundError(ScheduleError, KeyError):
+    """The module has no function of that name, or several and none was chosen."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return Exception.__str__(self)
+
+
+class BlockNotFoundError(ScheduleError, KeyError):
+    """No block of that name in the function."""
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
+
+
+class StaleHandleError(ScheduleError):
+    """A loop/block handle refers to something an earlier primitive removed."""
+
+
+class InvalidFactorsError(ScheduleError, ValueError):
+    """Split factors that are not positive integers, or more than one ``None``."""
+
+
+class WrongFactorProductError(ScheduleError, ValueError):
+    """Split factors whose product is smaller than the loop's extent."""
+
+
+class BoundLoopError(ScheduleError):
+    """The loop is bound to a GPU thread axis and cannot be transformed that way."""
+
+
+class LoopsNotNestedError(ScheduleError):
+    """Loops to fuse are not directly nested one inside the other."""
+
+
+class LoopsNotInChainError(ScheduleError):
+    """Loops to reorder are not on a single chain of nested loops."""
+
+
+class DuplicateLoopError(ScheduleError, ValueError):
+    """The same loop was given twice."""
+
+
+class NotSingleChildError(ScheduleError):
+    """Between the loops there is a statement other than the next loop."""
+
+
+class NotDataParallelError(ScheduleError):
+    """The loop drives a reduction iter var, so it cannot run in parallel/vectorized."""
+
+
+class AnnotationNotFoundError(ScheduleError, KeyError):
+    """``unannotate`` of a key that is not there."""
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
+
+
+class TraceError(ScheduleError):
+    """A trace could not be loaded or replayed; the message names the step."""

@@ -1,0 +1,146 @@
+"""Helpers shared by the primitive families: locating nodes and rebuilding paths.
+
+Invariant: ``replace_path(func, path, new)`` rebuilds only the ancestors on
+``path``; every other subtree of ``func`` is shared with the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...ir import Block, For, IfThenElse, PrimFunc, SeqStmt, Stmt, Var
+from ...ir.analysis import block_path, iter_blocks, loop_path
+from ...ir.functor import Mutator, iter_stmts
+from ...ir.simplify import simplify
+from ..errors import BlockNotFoundError, StaleHandleError
+
+
+def find_loop_path(func: PrimFunc, primitive: str, var: Var) -> list[Stmt]:
+    path = loop_path(func, var)
+    if path is None:
+        raise StaleHandleError(
+            primitive, f'loop "{var.name}" no longer exists (an earlier primitive replaced it)', func
+        )
+    return path
+
+
+def find_block_path(func: PrimFunc, primitive: str, name: str) -> list[Stmt]:
+    path = block_path(func, name)
+    if path is None:
+        raise BlockNotFoundError(
+            primitive, f'no block named "{name}" in function "{func.name}"', func
+        )
+    return path
+
+
+def replace_child(parent: Stmt, old: Stmt, new: Stmt | None) -> Stmt:
+    """``parent`` with its child ``old`` swapped for ``new`` (None removes it)."""
+    if isinstance(parent, For):
+        assert parent.body is old
+        return replace(parent, body=new)
+    if isinstance(parent, SeqStmt):
+        stmts = []
+        for s in parent.stmts:
+            if s is old:
+                if isinstance(new, SeqStmt):
+                    stmts.extend(new.stmts)
+                elif new is not None:
+                    stmts.append(new)
+            else:
+                stmts.append(s)
+        return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
+    if isinstance(parent, Block):
+        assert parent.body is old
+        if is_root(parent):
+            return replace(parent, body=new)
+        return parent.with_body(new)
+    if isinstance(parent, IfThenElse):
+        if parent.then_case is old:
+            return replace(parent, then_case=new)
+        return replace(parent, else_case=new)
+    raise TypeError(f"cannot replace a child of {type(parent).__name__}")
+
+
+def replace_path(func: PrimFunc, path: list[Stmt], new: Stmt) -> PrimFunc:
+    """Swap ``path[-1]`` for ``new`` and rebuild its ancestors."""
+    node = new
+    for parent, old in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
+        node = replace_child(parent, old, node)
+    assert isinstance(node, Block)
+    return func.with_body(node)
+
+
+def is_root(block: Block) -> bool:
+    return not block.iter_vars and block.name == "root"
+
+
+def loop_bounds(func: PrimFunc) -> dict[Var, tuple[int, int]]:
+    """Inclusive ranges of every loop variable in the function."""
+    return {
+        s.loop_var: (0, s.extent - 1) for s in iter_stmts(func.body) if isinstance(s, For)
+    }
+
+
+def used_names(func: PrimFunc) -> set[str]:
+    names = {p.name for p in func.params}
+    for s in iter_stmts(func.body):
+        if isinstance(s, For):
+            names.add(s.loop_var.name)
+        elif isinstance(s, Block):
+            names.add(s.name)
+            names.update(iv.var.name for iv in s.iter_vars)
+            names.update(b.name for b in s.alloc_buffers)
+    return names
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base`` if free, else ``base_1``, ``base_2``...; records the name as taken."""
+    name, n = base, 0
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+class BindingRewriter(Mutator):
+    """Substitute loop variables in block bindings and predicates (and in conditions
+    between loops), without entering block bodies: inside a block only its own
+    iter vars appear. Bindings are simplified with the loop ranges known."""
+
+    def __init__(self, mapping: dict[Var, object], bounds: dict[Var, tuple[int, int]],
+                 extra_predicate=None, predicate_blocks: set[str] | None = None):
+        self.mapping = mapping
+        self.bounds = bounds
+        self.extra_predicate = extra_predicate
+        self.predicate_blocks = predicate_blocks or set()
+
+    def visit_expr(self, e):
+        from ...ir.functor import substitute
+
+        return simplify(substitute(e, self.mapping), self.bounds)
+
+    def visit_block(self, b: Block) -> Block:
+        values = tuple(self.visit_expr(v) for v in b.iter_values)
+        pred = self.visit_expr(b.predicate)
+        if self.extra_predicate is not None and b.name in self.predicate_blocks:
+            from ...ir.simplify import and_
+
+            pred = simplify(and_(pred, self.extra_predicate), self.bounds)
+        changed = any(x is not y for x, y in zip(values, b.iter_values, strict=True))
+        if not changed and pred is b.predicate:
+            return b
+        return replace(b, iter_values=values, predicate=pred)
+
+
+def child_block_names(stmt: Stmt) -> set[str]:
+    """Names of blocks below ``stmt`` that are not nested inside another block."""
+    out: set[str] = set()
+    for s in iter_stmts(stmt, enter_blocks=False):
+        if isinstance(s, Block) and s is not stmt:
+            out.add(s.name)
+    return out
+
+
+def all_block_names(stmt: Stmt) -> list[str]:
+    return [b.name for b in iter_blocks(stmt)]

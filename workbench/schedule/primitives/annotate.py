@@ -1,0 +1,64 @@
+"""Annotations on loops and blocks: ``annotate`` and ``unannotate``.
+
+Annotations are key/value hints for later passes and code generators, e.g.
+``pragma_auto_unroll_max_step`` on a loop. They print as
+``annotations={...}`` on loops and ``T.block_attr({...})`` on blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ...ir import Block, For, PrimFunc, Var
+from ..errors import AnnotationNotFoundError, InvalidScheduleArgumentError
+from ._common import find_block_path, find_loop_path, replace_path
+
+AnnValue = int | float | str | bool | list
+
+
+def _target(func: PrimFunc, primitive: str, target: Var | str):
+    if isinstance(target, Var):
+        path = find_loop_path(func, primitive, target)
+        return path, path[-1], {"loops": [target]}
+    path = find_block_path(func, primitive, target)
+    return path, path[-1], {"blocks": [target]}
+
+
+def _describe(node: For | Block) -> str:
+    return f'loop "{node.loop_var.name}"' if isinstance(node, For) else f'block "{node.name}"'
+
+
+def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFunc:
+    """Set annotation ``key`` to ``value`` on a loop (by var) or a block (by name)."""
+    path, node, where = _target(func, "annotate", target)
+    if not isinstance(key, str) or not key:
+        raise InvalidScheduleArgumentError(
+            "annotate", f"ann_key must be a non-empty string, got {key!r} for {_describe(node)}",
+            func, **where,
+        )
+    if not isinstance(value, (int, float, str, bool, list, tuple)):
+        raise InvalidScheduleArgumentError(
+            "annotate",
+            f"ann_val for {_describe(node)} must be an int, float, str, bool or list, "
+            f"got {type(value).__name__}",
+            func,
+            **where,
+        )
+    if isinstance(value, list):
+        value = tuple(value)
+    anns = tuple((k, v) for k, v in node.annotations if k != key) + ((key, value),)
+    return replace_path(func, path, replace(node, annotations=anns))
+
+
+def unannotate(func: PrimFunc, target: Var | str, key: str) -> PrimFunc:
+    """Remove annotation ``key`` from a loop or block."""
+    path, node, where = _target(func, "unannotate", target)
+    if not any(k == key for k, _ in node.annotations):
+        have = [k for k, _ in node.annotations]
+        raise AnnotationNotFoundError(
+            "unannotate", f'{_describe(node)} has no annotation "{key}" (it has {have})',
+            func, **where,
+        )
+    anns = tuple((k, v) for k, v in node.annotations if k != key)
+    return replace_path(func, path, replace(node, annotations=anns))

@@ -1,0 +1,567 @@
+"""Traces: the recorded list of schedule instructions, printable and replayable.
+
+A trace prints as TVM prints one (``def apply_trace(sch: tir.Schedule) -> None:``,
+two-space indent, keyword arguments) and serialises to TVM's JSON shape::
+
+    [[[kind, inputs, attrs, outputs], ...], [[inst_index, decision], ...]]
+
+Loading a trace (JSON or the printed Python text) never executes code: JSON is
+parsed with :mod:`json`, Python text with :mod:`ast`, and only the known
+instruction kinds are accepted.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import ScheduleError, TraceError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .schedule import Schedule
+
+_ids = itertools.count()
+
+
+class RV:
+    """A symbolic handle (random variable in TVM's words) into a schedule."""
+
+    prefix = "x"
+    __slots__ = ("uid",)
+
+    def __init__(self) -> None:
+        self.uid = next(_ids)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uid})"
+
+
+class BlockRV(RV):
+    """Handle to a block; resolved by name, so it survives loop transformations."""
+
+    prefix = "b"
+    __slots__ = ()
+
+
+class LoopRV(RV):
+    """Handle to a loop; invalid once a primitive removes that loop (split, fuse)."""
+
+    prefix = "l"
+    __slots__ = ()
+
+
+class ExprRV(RV):
+    """Handle to a sampled integer (a tile size...); usable as a split factor."""
+
+    prefix = "v"
+    __slots__ = ()
+
+
+# ---------------------------------------------------------------------------
+# instruction kinds
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one instruction kind maps onto a Schedule method and TVM's JSON.
+
+    ``inputs`` are argument names stored as instruction inputs (``"*name"`` for a
+    variadic list, flattened in JSON); ``attrs`` are stored as attributes;
+    ``order`` is the printing order; ``positional`` names printed without keyword.
+    """
+
+    name: str
+    method: str
+    inputs: tuple[str, ...] = ()
+    attrs: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+    outputs: str = "none"  # "none" | "single" | "list"
+    positional: tuple[str, ...] = ()
+    tirx_method: str | None = None
+    bool_attrs: tuple[str, ...] = ()
+
+    @property
+    def print_order(self) -> tuple[str, ...]:
+        return self.order or tuple(n.lstrip("*") for n in self.inputs) + self.attrs
+
+
+KINDS: dict[str, Kind] = {}
+ALIASES = {"GetSBlock": "GetBlock", "GetChildSBlocks": "GetChildBlocks"}
+
+
+def register_kind(kind: Kind) -> Kind:
+    KINDS[kind.name] = kind
+    return kind
+
+
+for _k in (
+    Kind("GetBlock", "get_block", attrs=("name", "func_name"), outputs="single",
+         tirx_method="get_sblock"),
+    Kind("GetLoops", "get_loops", inputs=("block",), outputs="list"),
+    Kind("GetChildBlocks", "get_child_blocks", inputs=("block_or_loop",), outputs="list",
+         tirx_method="get_child_sblocks"),
+    Kind("GetProducers", "get_producers", inputs=("block",), outputs="list"),
+    Kind("GetConsumers", "get_consumers", inputs=("block",), outputs="list"),
+    Kind("Split", "split", inputs=("loop", "*factors"),
+         attrs=("preserve_unit_iters", "disable_predication"), outputs="list",
+         bool_attrs=("preserve_unit_iters", "disable_predication")),
+    Kind("Fuse", "fuse", inputs=("*loops",), attrs=("preserve_unit_iters",), outputs="single",
+         positional=("loops",), bool_attrs=("preserve_unit_iters",)),
+    Kind("Reorder", "reorder", inputs=("*ordered_loops",), positional=("ordered_loops",)),
+    Kind("Parallel", "parallel", inputs=("loop",)),
+    Kind("Vectorize", "vectorize", inputs=("loop",)),
+    Kind("Unroll", "unroll", inputs=("loop",)),
+    Kind("Annotate", "annotate", inputs=("block_or_loop", "ann_val"), attrs=("ann_key",),
+         order=("block_or_loop", "ann_key", "ann_val")),
+    Kind("Unannotate", "unannotate", inputs=("block_or_loop",), attrs=("ann_key",)),
+):
+    register_kind(_k)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One recorded call: ``kind`` with named arguments and output handles."""
+
+    kind: str
+    args: tuple[tuple[str, Any], ...]  # (argument name, value) in the kind's order
+    outputs: tuple[RV, ...] = ()
+    decision: Any = None
+
+    @property
+    def spec(self) -> Kind:
+        return KINDS[self.kind]
+
+    def arg(self, name: str) -> Any:
+        for n, v in self.args:
+            if n == name:
+                return v
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------
+# printing
+
+
+def _py_value(v: Any, names: dict[RV, str]) -> str:
+    if isinstance(v, RV):
+        return names.get(v, "?")
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_py_value(x, names) for x in v) + "]"
+    return repr(v)
+
+
+def _assign_names(insts: Sequence[Instruction]) -> dict[RV, str]:
+    names: dict[RV, str] = {}
+    counter = 0
+    for inst in insts:
+        for out in inst.outputs:
+            names[out] = f"{out.prefix}{counter}"
+            counter += 1
+    return names
+
+
+def inst_to_python(inst: Instruction, names: dict[RV, str], syntax: str = "classic") -> str:
+    spec = inst.spec
+    method = spec.tirx_method if (syntax == "tirx" and spec.tirx_method) else spec.method
+    args = dict(inst.args)
+    parts = []
+    for name in spec.print_order:
+        value = args[name]
+        if name in spec.positional:
+            parts.extend(_py_value(x, names) for x in value)
+        else:
+            parts.append(f"{name}={_py_value(value, names)}")
+    if inst.decision is not None:
+        parts.append(f"decision={_py_value(inst.decision, names)}")
+    call = f"sch.{method}({', '.join(parts)})"
+    outs = [names[o] for o in inst.outputs]
+    if spec.outputs == "single":
+        return f"{outs[0]} = {call}"
+    if spec.outputs == "list" and outs:
+        lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
+        return f"{lhs} = {call}"
+    return call
+
+
+# ---------------------------------------------------------------------------
+# JSON
+
+
+def _json_input(v: Any, names: dict[RV, str]) -> Any:
+    if isinstance(v, RV):
+        return names[v]
+    if isinstance(v, str):
+        return json.dumps(v)  # strings are quoted so they cannot be taken for handles
+    if isinstance(v, (list, tuple)):
+        return [_json_input(x, names) for x in v]
+    return v
+
+
+def _json_attr(v: Any) -> Any:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
+
+class Trace:
+    """An immutable sequence of instructions.
+
+    >>> import workbench as wb
+    >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+    >>> i, j, k = sch.get_loops(sch.get_block("C"))
+    >>> _ = sch.split(j, factors=[None, 4])
+    >>> print(sch.trace)
+    # from tvm import tir
+    def apply_trace(sch: tir.Schedule) -> None:
+      b0 = sch.get_block(name="C", func_name="matmul")
+      l1, l2, l3 = sch.get_loops(block=b0)
+      l4, l5 = sch.split(loop=l2, factors=[None, 4], preserve_unit_iters=True, disable_predication=False)
+    """
+
+    def __init__(self, insts: Sequence[Instruction] = ()):
+        self.insts: tuple[Instruction, ...] = tuple(insts)
+
+    def __len__(self) -> int:
+        return len(self.insts)
+
+    def __iter__(self):
+        return iter(self.insts)
+
+    def __getitem__(self, i):
+        return self.insts[i]
+
+    def append(self, inst: Instruction) -> Trace:
+        return Trace(self.insts + (inst,))
+
+    # -- printing
+    def script(self, syntax: str = "classic") -> str:
+        """Python text of the trace, as TVM prints it."""
+        names = _assign_names(self.insts)
+        mod = "s_tir" if syntax == "tirx" else "tir"
+        lines = [f"# from tvm import {mod}", f"def apply_trace(sch: {mod}.Schedule) -> None:"]
+        for inst in self.insts:
+            lines.append("  " + inst_to_python(inst, names, syntax))
+        if not self.insts:
+            lines.append("  pass")
+        return "\n".join(lines)
+
+    def lines(self, syntax: str = "classic") -> list[str]:
+        """One line of Python per instruction (no header), for step-by-step views."""
+        names = _assign_names(self.insts)
+        return [inst_to_python(i, names, syntax) for i in self.insts]
+
+    def __str__(self) -> str:
+        return self.script()
+
+    def __repr__(self) -> str:
+        return self.script()
+
+    def _repr_html_(self) -> str:
+        from ..ir.printer import highlight_html
+
+        return highlight_html(self.script())
+
+    def show(self, syntax: str = "classic") -> None:
+        from ..ir.printer import show
+
+        show(self.script(syntax))
+
+    # -- JSON
+    def as_json_obj(self) -> list:
+        """TVM's JSON shape as Python lists: ``[[insts], [decisions]]``."""
+        names = _assign_names(self.insts)
+        insts, decisions = [], []
+        for idx, inst in enumerate(self.insts):
+            spec = inst.spec
+            args = dict(inst.args)
+            inputs: list[Any] = []
+            for n in spec.inputs:
+                if n.startswith("*"):
+                    inputs.extend(_json_input(x, names) for x in args[n[1:]])
+                else:
+                    inputs.append(_json_input(args[n], names))
+            attrs = [_json_attr(args[n]) for n in spec.attrs]
+            insts.append([spec.name, inputs, attrs, [names[o] for o in inst.outputs]])
+            if inst.decision is not None:
+                decisions.append([idx, _json_attr(inst.decision)])
+        return [insts, decisions]
+
+    def as_json(self, indent: int | None = None) -> str:
+        """The trace as JSON text (TVM's shape); load it back with :meth:`from_json`."""
+        return json.dumps(self.as_json_obj(), indent=indent)
+
+    @staticmethod
+    def from_json(data: str | list) -> Trace:
+        """Load a trace from JSON text or the parsed list. Accepts TVM's kind names
+        (``GetSBlock`` ...). Raises :class:`TraceError` naming the bad step."""
+        if isinstance(data, (str, bytes)):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as e:
+                raise TraceError("load", f"not valid JSON: {e}") from None
+        if not (isinstance(data, list) and len(data) in (1, 2) and isinstance(data[0], list)):
+            raise TraceError("load", "expected [[instructions], [decisions]]")
+        decisions = {}
+        if len(data) == 2:
+            for d in data[1]:
+                if not (isinstance(d, list) and len(d) == 2 and isinstance(d[0], int)):
+                    raise TraceError("load", f"malformed decision entry {d!r}")
+                decisions[d[0]] = d[1]
+        symbols: dict[str, RV] = {}
+        insts = []
+        for idx, raw in enumerate(data[0]):
+            insts.append(_inst_from_json(idx, raw, symbols, decisions.get(idx)))
+        return Trace(insts)
+
+    # -- Python text
+    @staticmethod
+    def from_python(text: str) -> Trace:
+        """Parse printed trace text (``def apply_trace(sch): ...``) without running it."""
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as e:
+            raise TraceError("load", f"trace text is not valid Python: {e}") from None
+        body = tree.body
+        funcs = [n for n in body if isinstance(n, ast.FunctionDef)]
+        if funcs:
+            body = funcs[0].body
+        symbols: dict[str, RV] = {}
+        insts = []
+        for step, node in enumerate(body):
+            if isinstance(node, ast.Pass):
+                continue
+            insts.append(_inst_from_ast(step, node, symbols))
+        return Trace(insts)
+
+    # -- files
+    def save(self, path: str | Path) -> None:
+        """Write the trace as JSON (atomically)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.as_json(indent=None) + "\n")
+        tmp.replace(path)
+
+    @staticmethod
+    def load(path: str | Path) -> Trace:
+        """Read a trace saved with :meth:`save` (JSON) or a ``.py`` file of trace text."""
+        text = Path(path).read_text()
+        if text.lstrip().startswith("["):
+            return Trace.from_json(text)
+        return Trace.from_python(text)
+
+    # -- replay
+    def apply_to_schedule(self, sch: Schedule) -> None:
+        """Replay every instruction on ``sch`` (recording them in its trace)."""
+        env: dict[RV, Any] = {}
+
+        def resolve(v: Any) -> Any:
+            if isinstance(v, RV):
+                if v not in env:
+                    raise TraceError("replay", f"handle {v!r} is used before it is defined")
+                return env[v]
+            if isinstance(v, (list, tuple)):
+                return [resolve(x) for x in v]
+            return v
+
+        names = _assign_names(self.insts)
+        for step, inst in enumerate(self.insts):
+            spec = inst.spec
+            kwargs = {n: resolve(v) for n, v in inst.args}
+            if inst.decision is not None:
+                kwargs["decision"] = inst.decision
+            method = getattr(sch, spec.method)
+            try:
+                if spec.positional:
+                    pos = kwargs.pop(spec.positional[0])
+                    result = method(*pos, **kwargs)
+                else:
+                    result = method(**kwargs)
+            except ScheduleError as e:
+                text = inst_to_python(inst, names)
+                raise TraceError(
+                    spec.method,
+                    f"trace step {step} `{text}` failed: {e}",
+                    e.func,
+                    e.loops,
+                    e.blocks,
+                ) from e
+            outs = [] if result is None else (list(result) if spec.outputs == "list" else [result])
+            if len(outs) != len(inst.outputs):
+                raise TraceError(
+                    spec.method,
+                    f"trace step {step} `{inst_to_python(inst, names)}` produced {len(outs)} "
+                    f"handles, the trace expects {len(inst.outputs)}",
+                )
+            env.update(zip(inst.outputs, outs, strict=True))
+
+    def with_decision(self, index: int, decision: Any) -> Trace:
+        """A copy with instruction ``index``'s decision replaced."""
+        insts = list(self.insts)
+        insts[index] = replace(insts[index], decision=decision)
+        return Trace(insts)
+
+
+# ---------------------------------------------------------------------------
+# loading helpers
+
+
+def _kind(step: int, name: Any) -> Kind:
+    name = ALIASES.get(name, name)
+    if not isinstance(name, str) or name not in KINDS:
+        known = ", ".join(sorted(KINDS))
+        raise TraceError("load", f"step {step}: unknown instruction kind {name!r} (known: {known})")
+    return KINDS[name]
+
+
+def _new_rv(step: int, name: Any, symbols: dict[str, RV]) -> RV:
+    if not isinstance(name, str) or not name or name[0] not in "blv":
+        raise TraceError("load", f"step {step}: bad output handle name {name!r}")
+    cls = {"b": BlockRV, "l": LoopRV, "v": ExprRV}[name[0]]
+    rv = cls()
+    symbols[name] = rv
+    return rv
+
+
+def _json_in(step: int, v: Any, symbols: dict[str, RV]) -> Any:
+    if isinstance(v, str):
+        if v.startswith('"'):
+            try:
+                return json.loads(v)
+            except json.JSONDecodeError:
+                raise TraceError("load", f"step {step}: malformed string input {v!r}") from None
+        if v == "None":
+            return None
+        if v not in symbols:
+            raise TraceError("load", f"step {step}: handle {v!r} is used before it is defined")
+        return symbols[v]
+    if isinstance(v, list):
+        return [_json_in(step, x, symbols) for x in v]
+    if v is None or isinstance(v, (int, float, bool)):
+        return v
+    raise TraceError("load", f"step {step}: unsupported input {v!r}")
+
+
+def _inst_from_json(step: int, raw: Any, symbols: dict[str, RV], decision: Any) -> Instruction:
+    if not (isinstance(raw, list) and len(raw) == 4):
+        raise TraceError("load", f"step {step}: expected [kind, inputs, attrs, outputs]")
+    kind_name, inputs, attrs, outputs = raw
+    spec = _kind(step, kind_name)
+    if not all(isinstance(x, list) for x in (inputs, attrs, outputs)):
+        raise TraceError("load", f"step {step}: inputs, attrs and outputs must be lists")
+    inputs = [_json_in(step, v, symbols) for v in inputs]
+    fixed = [n for n in spec.inputs if not n.startswith("*")]
+    var = [n for n in spec.inputs if n.startswith("*")]
+    if len(inputs) < len(fixed) or (not var and len(inputs) != len(fixed)):
+        raise TraceError("load", f"step {step}: {spec.name} takes {len(fixed)} inputs")
+    if len(attrs) != len(spec.attrs):
+        raise TraceError(
+            "load", f"step {step}: {spec.name} takes {len(spec.attrs)} attrs, got {len(attrs)}"
+        )
+    args: dict[str, Any] = {}
+    pos = 0
+    for n in spec.inputs:
+        if n.startswith("*"):
+            nrest = len(inputs) - len(fixed)
+            args[n[1:]] = list(inputs[pos : pos + nrest])
+            pos += nrest
+        else:
+            args[n] = inputs[pos]
+            pos += 1
+    for n, v in zip(spec.attrs, attrs, strict=True):
+        args[n] = bool(v) if n in spec.bool_attrs else v
+    outs = tuple(_new_rv(step, o, symbols) for o in outputs)
+    order = tuple(n.lstrip("*") for n in spec.inputs) + spec.attrs
+    return Instruction(spec.name, tuple((n, args[n]) for n in order), outs, decision)
+
+
+_METHODS = {}
+for _spec in KINDS.values():
+    _METHODS[_spec.method] = _spec
+    if _spec.tirx_method:
+        _METHODS[_spec.tirx_method] = _spec
+
+
+def _ast_value(step: int, node: ast.AST, symbols: dict[str, RV]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in symbols:
+            raise TraceError("load", f"step {step}: handle {node.id!r} is used before it is defined")
+        return symbols[node.id]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_ast_value(step, x, symbols) for x in node.elts]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _ast_value(step, node.operand, symbols)
+        if isinstance(v, (int, float)):
+            return -v
+    raise TraceError("load", f"step {step}: unsupported argument `{ast.unparse(node)}`")
+
+
+def _inst_from_ast(step: int, node: ast.stmt, symbols: dict[str, RV]) -> Instruction:
+    targets: list[str] = []
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        t = node.targets[0]
+        elts = t.elts if isinstance(t, ast.Tuple) else [t]
+        if not all(isinstance(e, ast.Name) for e in elts):
+            raise TraceError("load", f"step {step}: unsupported assignment")
+        targets = [e.id for e in elts]  # type: ignore[attr-defined]
+        call = node.value
+    elif isinstance(node, ast.Expr):
+        call = node.value
+    else:
+        raise TraceError("load", f"step {step}: unsupported statement `{ast.unparse(node)}`")
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "sch"
+    ):
+        raise TraceError("load", f"step {step}: expected a call sch.<primitive>(...)")
+    spec = _METHODS.get(call.func.attr)
+    if spec is None:
+        raise TraceError("load", f"step {step}: unknown primitive sch.{call.func.attr}")
+    args: dict[str, Any] = {}
+    if call.args:
+        if not spec.positional:
+            raise TraceError("load", f"step {step}: {spec.method} takes keyword arguments")
+        args[spec.positional[0]] = [_ast_value(step, a, symbols) for a in call.args]
+    decision = None
+    for kw in call.keywords:
+        if kw.arg is None:
+            raise TraceError("load", f"step {step}: ** arguments are not supported")
+        value = _ast_value(step, kw.value, symbols)
+        if kw.arg == "decision":
+            decision = value
+        else:
+            args[kw.arg] = value
+    order = tuple(n.lstrip("*") for n in spec.inputs) + spec.attrs
+    missing = [n for n in order if n not in args]
+    extra = [n for n in args if n not in order]
+    if missing or extra:
+        raise TraceError(
+            "load", f"step {step}: sch.{spec.method} missing {missing} / unexpected {extra}"
+        )
+    outs = tuple(_new_rv(step, t, symbols) for t in targets)
+    return Instruction(spec.name, tuple((n, args[n]) for n in order), outs, decision)
+
+
+__all__ = [
+    "RV",
+    "BlockRV",
+    "LoopRV",
+    "ExprRV",
+    "Instruction",
+    "Kind",
+    "KINDS",
+    "Trace",
+    "register_kind",
+]
