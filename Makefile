@@ -11,7 +11,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-LAB_ARGS  ?=
+LAB_ARGS  ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 TEST_ENV  := MPLBACKEND=Agg
 NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 

@@ -7,7 +7,7 @@
 >>> j0, j1 = sch.split(j, factors=[None, 4])
 """
 
-from . import ir, schedule
+from . import ir, schedule, workloads
 from .ir import Buffer, IRModule, PrimFunc, Var, structural_equal, structural_hash
 from .ir.expr import (
     cast,

@@ -166,7 +166,10 @@ def min(a: ExprLike, b: ExprLike | None = None, axis=None) -> PrimExpr:  # noqa:
 
 
 def compute(
-    shape: Sequence[int], fcompute: Callable[..., ExprLike], name: str = "T", dtype: str | None = None
+    shape: Sequence[int],
+    fcompute: Callable[..., ExprLike],
+    name: str = "T",
+    dtype: str | None = None,
 ) -> Tensor:
     """A tensor whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 

@@ -77,9 +77,7 @@ def _relax(index: PrimExpr, bounds: dict[Var, tuple[int, int]], ext: PrimExpr | 
     for t, c in terms:
         if any(isinstance(x, Var) and x in bounds for x in iter_exprs(t)):
             tlo, thi = int_range(t, bounds)
-            if tlo is None or any(
-                isinstance(x, Var) and x not in bounds for x in iter_exprs(t)
-            ):
+            if tlo is None or any(isinstance(x, Var) and x not in bounds for x in iter_exprs(t)):
                 return None
             a, b = tlo * c, thi * c
             lo += min(a, b)

@@ -11,7 +11,7 @@ so frontends and primitives can write index arithmetic naturally.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .buffer import Buffer
@@ -121,7 +121,7 @@ class PrimExpr:
         return expr_to_str(self)
 
 
-ExprLike = Union[PrimExpr, int, float, bool]
+ExprLike = PrimExpr | int | float | bool
 
 
 @dataclass(frozen=True, eq=False, repr=False)

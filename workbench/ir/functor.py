@@ -114,8 +114,8 @@ class Mutator:
             and _same(allocs, b.alloc_buffers)
         ):
             return b
-        regions_stale = body is not b.body or init is not b.init or not _same(
-            allocs, b.alloc_buffers
+        regions_stale = (
+            body is not b.body or init is not b.init or not _same(allocs, b.alloc_buffers)
         )
         if regions_stale:
             return replace(

@@ -46,8 +46,11 @@ class ScheduleError(Exception):
         >>> try:
         ...     sch.parallel(k)
         ... except wb.ScheduleError as e:
-        ...     print(e.detail().splitlines()[0])
-        parallel: loop "k" is bound to the reduction iter var "vk" of block "C"; only data-parallel loops can be parallelized
+        ...     err = e
+        >>> print(err.detail().splitlines()[0][:47])
+        parallel: loop "k" is bound to the reduction it
+        >>> "for k in range(16):  # <-- parallel" in err.detail()
+        True
         """
         head = str(self)
         if self.func is None:

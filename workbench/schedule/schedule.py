@@ -19,10 +19,9 @@ from .errors import (
     BlockNotFoundError,
     FunctionNotFoundError,
     InvalidScheduleArgumentError,
-    StaleHandleError,
 )
 from .primitives._common import child_block_names, find_block_path, find_loop_path
-from .trace import KINDS, BlockRV, ExprRV, Instruction, LoopRV, RV, Trace
+from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, Trace
 
 
 class Schedule:
@@ -183,8 +182,9 @@ class Schedule:
         if find_block(func, name) is None or name == "root" and func.body.name == name:
             names = [b.name for b in iter_blocks(func.body) if b is not func.body]
             raise BlockNotFoundError(
-                "get_block", f'no block named "{name}" in function "{func_name}" '
-                f"(blocks: {', '.join(names)})", func
+                "get_block",
+                f'no block named "{name}" in function "{func_name}" (blocks: {", ".join(names)})',
+                func,
             )
         rv = self._new(BlockRV, (func_name, name))
         self._commit("GetBlock", {"name": name, "func_name": func_name}, [rv])
@@ -232,7 +232,8 @@ class Schedule:
         func_name, me, siblings = self._siblings("get_producers", block)
         reads = {r.buffer for r in me.reads or ()}
         names = [
-            b.name for b in siblings
+            b.name
+            for b in siblings
             if b is not me and any(w.buffer in reads for w in b.writes or ())
         ]
         rvs = [self._new(BlockRV, (func_name, n)) for n in names]
@@ -244,7 +245,8 @@ class Schedule:
         func_name, me, siblings = self._siblings("get_consumers", block)
         writes = {w.buffer for w in me.writes or ()}
         names = [
-            b.name for b in siblings
+            b.name
+            for b in siblings
             if b is not me and any(r.buffer in writes for r in b.reads or ())
         ]
         rvs = [self._new(BlockRV, (func_name, n)) for n in names]
@@ -271,8 +273,10 @@ class Schedule:
         func_name, var = self._loop("split", loop)
         if not isinstance(factors, (list, tuple)):
             raise InvalidScheduleArgumentError(
-                "split", f'factors for loop "{var.name}" must be a list, got {factors!r}',
-                self._mod[func_name], loops=[var],
+                "split",
+                f'factors for loop "{var.name}" must be a list, got {factors!r}',
+                self._mod[func_name],
+                loops=[var],
             )
         values = [self._int("split", f) for f in factors]
         func, new_vars = P.split(
@@ -299,8 +303,10 @@ class Schedule:
         func, var = P.fuse(self._mod[func_name], [v for _, v in resolved], preserve_unit_iters)
         rv = self._new(LoopRV, (func_name, var))
         self._commit(
-            "Fuse", {"loops": list(loops), "preserve_unit_iters": bool(preserve_unit_iters)},
-            [rv], func,
+            "Fuse",
+            {"loops": list(loops), "preserve_unit_iters": bool(preserve_unit_iters)},
+            [rv],
+            func,
         )
         return rv
 
@@ -347,8 +353,10 @@ class Schedule:
         value = self._int("annotate", ann_val)
         func = P.annotate(self._mod[func_name], target, ann_key, value)
         self._commit(
-            "Annotate", {"block_or_loop": block_or_loop, "ann_key": ann_key, "ann_val": ann_val},
-            (), func,
+            "Annotate",
+            {"block_or_loop": block_or_loop, "ann_key": ann_key, "ann_val": ann_val},
+            (),
+            func,
         )
 
     def unannotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str) -> None:
@@ -356,4 +364,3 @@ class Schedule:
         func_name, target = self._loop_or_block("unannotate", block_or_loop)
         func = P.unannotate(self._mod[func_name], target, ann_key)
         self._commit("Unannotate", {"block_or_loop": block_or_loop, "ann_key": ann_key}, (), func)
-

@@ -100,24 +100,51 @@ def register_kind(kind: Kind) -> Kind:
 
 
 for _k in (
-    Kind("GetBlock", "get_block", attrs=("name", "func_name"), outputs="single",
-         tirx_method="get_sblock"),
+    Kind(
+        "GetBlock",
+        "get_block",
+        attrs=("name", "func_name"),
+        outputs="single",
+        tirx_method="get_sblock",
+    ),
     Kind("GetLoops", "get_loops", inputs=("block",), outputs="list"),
-    Kind("GetChildBlocks", "get_child_blocks", inputs=("block_or_loop",), outputs="list",
-         tirx_method="get_child_sblocks"),
+    Kind(
+        "GetChildBlocks",
+        "get_child_blocks",
+        inputs=("block_or_loop",),
+        outputs="list",
+        tirx_method="get_child_sblocks",
+    ),
     Kind("GetProducers", "get_producers", inputs=("block",), outputs="list"),
     Kind("GetConsumers", "get_consumers", inputs=("block",), outputs="list"),
-    Kind("Split", "split", inputs=("loop", "*factors"),
-         attrs=("preserve_unit_iters", "disable_predication"), outputs="list",
-         bool_attrs=("preserve_unit_iters", "disable_predication")),
-    Kind("Fuse", "fuse", inputs=("*loops",), attrs=("preserve_unit_iters",), outputs="single",
-         positional=("loops",), bool_attrs=("preserve_unit_iters",)),
+    Kind(
+        "Split",
+        "split",
+        inputs=("loop", "*factors"),
+        attrs=("preserve_unit_iters", "disable_predication"),
+        outputs="list",
+        bool_attrs=("preserve_unit_iters", "disable_predication"),
+    ),
+    Kind(
+        "Fuse",
+        "fuse",
+        inputs=("*loops",),
+        attrs=("preserve_unit_iters",),
+        outputs="single",
+        positional=("loops",),
+        bool_attrs=("preserve_unit_iters",),
+    ),
     Kind("Reorder", "reorder", inputs=("*ordered_loops",), positional=("ordered_loops",)),
     Kind("Parallel", "parallel", inputs=("loop",)),
     Kind("Vectorize", "vectorize", inputs=("loop",)),
     Kind("Unroll", "unroll", inputs=("loop",)),
-    Kind("Annotate", "annotate", inputs=("block_or_loop", "ann_val"), attrs=("ann_key",),
-         order=("block_or_loop", "ann_key", "ann_val")),
+    Kind(
+        "Annotate",
+        "annotate",
+        inputs=("block_or_loop", "ann_val"),
+        attrs=("ann_key",),
+        order=("block_or_loop", "ann_key", "ann_val"),
+    ),
     Kind("Unannotate", "unannotate", inputs=("block_or_loop",), attrs=("ann_key",)),
 ):
     register_kind(_k)
@@ -225,7 +252,7 @@ class Trace:
       b0 = sch.get_block(name="C", func_name="matmul")
       l1, l2, l3 = sch.get_loops(block=b0)
       l4, l5 = sch.split(loop=l2, factors=[None, 4], preserve_unit_iters=True, disable_predication=False)
-    """
+    """  # noqa: E501
 
     def __init__(self, insts: Sequence[Instruction] = ()):
         self.insts: tuple[Instruction, ...] = tuple(insts)
@@ -495,7 +522,9 @@ def _ast_value(step: int, node: ast.AST, symbols: dict[str, RV]) -> Any:
         return node.value
     if isinstance(node, ast.Name):
         if node.id not in symbols:
-            raise TraceError("load", f"step {step}: handle {node.id!r} is used before it is defined")
+            raise TraceError(
+                "load", f"step {step}: handle {node.id!r} is used before it is defined"
+            )
         return symbols[node.id]
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_ast_value(step, x, symbols) for x in node.elts]

@@ -19,7 +19,9 @@ def find_loop_path(func: PrimFunc, primitive: str, var: Var) -> list[Stmt]:
     path = loop_path(func, var)
     if path is None:
         raise StaleHandleError(
-            primitive, f'loop "{var.name}" no longer exists (an earlier primitive replaced it)', func
+            primitive,
+            f'loop "{var.name}" no longer exists (an earlier primitive replaced it)',
+            func,
         )
     return path
 
@@ -76,9 +78,7 @@ def is_root(block: Block) -> bool:
 
 def loop_bounds(func: PrimFunc) -> dict[Var, tuple[int, int]]:
     """Inclusive ranges of every loop variable in the function."""
-    return {
-        s.loop_var: (0, s.extent - 1) for s in iter_stmts(func.body) if isinstance(s, For)
-    }
+    return {s.loop_var: (0, s.extent - 1) for s in iter_stmts(func.body) if isinstance(s, For)}
 
 
 def used_names(func: PrimFunc) -> set[str]:
@@ -108,8 +108,13 @@ class BindingRewriter(Mutator):
     between loops), without entering block bodies: inside a block only its own
     iter vars appear. Bindings are simplified with the loop ranges known."""
 
-    def __init__(self, mapping: dict[Var, object], bounds: dict[Var, tuple[int, int]],
-                 extra_predicate=None, predicate_blocks: set[str] | None = None):
+    def __init__(
+        self,
+        mapping: dict[Var, object],
+        bounds: dict[Var, tuple[int, int]],
+        extra_predicate=None,
+        predicate_blocks: set[str] | None = None,
+    ):
         self.mapping = mapping
         self.bounds = bounds
         self.extra_predicate = extra_predicate

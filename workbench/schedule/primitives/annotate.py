@@ -34,8 +34,10 @@ def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFun
     path, node, where = _target(func, "annotate", target)
     if not isinstance(key, str) or not key:
         raise InvalidScheduleArgumentError(
-            "annotate", f"ann_key must be a non-empty string, got {key!r} for {_describe(node)}",
-            func, **where,
+            "annotate",
+            f"ann_key must be a non-empty string, got {key!r} for {_describe(node)}",
+            func,
+            **where,
         )
     if not isinstance(value, (int, float, str, bool, list, tuple)):
         raise InvalidScheduleArgumentError(
@@ -57,8 +59,10 @@ def unannotate(func: PrimFunc, target: Var | str, key: str) -> PrimFunc:
     if not any(k == key for k, _ in node.annotations):
         have = [k for k, _ in node.annotations]
         raise AnnotationNotFoundError(
-            "unannotate", f'{_describe(node)} has no annotation "{key}" (it has {have})',
-            func, **where,
+            "unannotate",
+            f'{_describe(node)} has no annotation "{key}" (it has {have})',
+            func,
+            **where,
         )
     anns = tuple((k, v) for k, v in node.annotations if k != key)
     return replace_path(func, path, replace(node, annotations=anns))

@@ -69,19 +69,28 @@ def split(
     _check_unbound("split", func, loop)
     if len(factors) < 2:
         raise InvalidFactorsError(
-            "split", f'needs at least two factors for loop "{name}", got {factors}', func,
+            "split",
+            f'needs at least two factors for loop "{name}", got {factors}',
+            func,
             loops=[loop_var],
         )
-    bad = [f for f in factors if f is not None and (isinstance(f, bool) or not isinstance(f, int)
-                                                    or f <= 0)]
+    bad = [
+        f
+        for f in factors
+        if f is not None and (isinstance(f, bool) or not isinstance(f, int) or f <= 0)
+    ]
     if bad:
         raise InvalidFactorsError(
-            "split", f'factors {factors} for loop "{name}" must be positive integers or None',
-            func, loops=[loop_var],
+            "split",
+            f'factors {factors} for loop "{name}" must be positive integers or None',
+            func,
+            loops=[loop_var],
         )
     if sum(f is None for f in factors) > 1:
         raise InvalidFactorsError(
-            "split", f'factors {factors} for loop "{name}" have more than one None', func,
+            "split",
+            f'factors {factors} for loop "{name}" have more than one None',
+            func,
             loops=[loop_var],
         )
     known = 1
@@ -95,8 +104,7 @@ def split(
     if product < loop.extent:
         raise WrongFactorProductError(
             "split",
-            f'factors {factors} multiply to {product}, but loop "{name}" has extent '
-            f"{loop.extent}",
+            f'factors {factors} multiply to {product}, but loop "{name}" has extent {loop.extent}',
             func,
             loops=[loop_var],
         )
@@ -112,7 +120,10 @@ def split(
     if product > loop.extent and not disable_predication:
         predicate = LT(fused, const(loop.extent))
     rewriter = BindingRewriter(
-        {loop_var: fused}, bounds, predicate, child_block_names(loop) if predicate is not None else None
+        {loop_var: fused},
+        bounds,
+        predicate,
+        child_block_names(loop) if predicate is not None else None,
     )
     body: Stmt = rewriter.visit_stmt(loop.body)
     for v, f in reversed(list(zip(new_vars, sizes, strict=True))):
@@ -156,8 +167,11 @@ def fuse(
             continue
         value: PrimExpr = fused_var
         if idx > 0:
-            value = floormod(value, const(lp.extent * stride)) if stride > 1 else floormod(
-                value, const(lp.extent))
+            value = (
+                floormod(value, const(lp.extent * stride))
+                if stride > 1
+                else floormod(value, const(lp.extent))
+            )
         value = floordiv(value, const(stride))
         mapping[lp.loop_var] = value
         stride *= lp.extent
@@ -215,4 +229,3 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
     for lp in reversed(new_order):
         body = replace(lp, body=body)
     return replace_path(func, deepest[: start + 1], body)
-
