@@ -28,6 +28,10 @@ from .ir.expr import (
     sqrt,
     tanh,
 )
+from .runtime.cpu import Kernel, KernelArgumentError, build
+from .runtime.flops import flop_count
+from .runtime.timing import Measurement
+from .runtime.verify import VerificationError, verify
 from .schedule import (
     BlockRV,
     ExprRV,
@@ -38,5 +42,41 @@ from .schedule import (
     TraceError,
 )
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004
+
+
+def measure(
+    kernel,
+    *args,
+    number: int | None = None,
+    repeat: int = 5,
+    min_repeat_ms: float = 100,
+    warmup: int = 1,
+    flops: int | None = None,
+) -> Measurement:
+    """Time ``kernel(*args)`` with the semantics of TVM's ``time_evaluator``.
+
+    Each of ``repeat`` samples runs the kernel ``number`` times; when ``number`` is
+    None it grows until one repeat lasts ``min_repeat_ms``. GFLOPS use ``flops``, or
+    the kernel's own count from the IR (``wb.flop_count``) for built kernels.
+
+    >>> import numpy as np, workbench as wb
+    >>> kernel = wb.build(wb.workloads.matmul(32, 32, 32))
+    >>> a, b, c = (np.ones((32, 32), "float32") for _ in range(3))
+    >>> m = wb.measure(kernel, a, b, c, repeat=3, min_repeat_ms=1)
+    >>> len(m.samples), m.flops
+    (3, 65536)
+    """
+    from .runtime.timing import measure as _measure
+
+    return _measure(
+        kernel,
+        *args,
+        number=number,
+        repeat=repeat,
+        min_repeat_ms=min_repeat_ms,
+        warmup=warmup,
+        flops=flops,
+    )
+
 
 __version__ = "0.1.0"

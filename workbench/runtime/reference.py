@@ -166,7 +166,9 @@ def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str 
                 ) -> list[np.ndarray]:
     """One array per parameter: random inputs, zero outputs (deterministic in ``seed``).
 
-    Float inputs are standard normal (values O(1)); signed integer inputs are
+    Float inputs are standard normal (values O(1)); inputs read inside the
+    argument of ``sqrt``, ``rsqrt`` or ``log`` (a variance, say) are drawn from
+    [0.5, 1.5) instead, so the reference is not NaN. Signed integer inputs are
     uniform in [-8, 8), unsigned in [0, 8), bools are random.
 
     >>> from workbench import workloads
@@ -177,11 +179,14 @@ def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str 
     func = _resolve(func_or_mod, func_name)
     rng = np.random.default_rng(seed)
     outs = set(output_params(func))
+    positive = _positive_inputs(func)
     args = []
     for i, p in enumerate(func.params):
         dtype = np.dtype(p.dtype)
         if i in outs:
             args.append(np.zeros(p.shape, dtype))
+        elif is_float(p.dtype) and p in positive:
+            args.append(rng.uniform(0.5, 1.5, p.shape).astype(dtype))
         elif is_float(p.dtype):
             args.append(rng.standard_normal(p.shape).astype(dtype))
         elif p.dtype == "bool":
@@ -190,6 +195,21 @@ def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str 
             low = 0 if p.dtype.startswith("uint") else -8
             args.append(rng.integers(low, 8, p.shape).astype(dtype))
     return args
+
+
+def _positive_inputs(func: PrimFunc) -> set:
+    """Buffers loaded inside the argument of a function defined for x > 0 only."""
+    from ..ir.expr import BufferLoad, Call
+    from ..ir.functor import iter_exprs, iter_stmts, stmt_exprs
+
+    found = set()
+    for s in iter_stmts(func.body):
+        for e in stmt_exprs(s):
+            for x in iter_exprs(e):
+                if isinstance(x, Call) and x.op in ("sqrt", "rsqrt", "log"):
+                    for arg in x.args:
+                        found.update(y.buffer for y in iter_exprs(arg) if isinstance(y, BufferLoad))
+    return found
 
 
 # ---------------------------------------------------------------------------

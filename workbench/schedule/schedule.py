@@ -80,6 +80,14 @@ class Schedule:
         other._rng.setstate(self._rng.getstate())
         return other
 
+    def _adopt(self, other: Schedule) -> None:
+        """Take over ``other``'s state (used to make trace replay all-or-nothing)."""
+        self._mod = other._mod
+        self._func_name = other._func_name
+        self._rvs = other._rvs
+        self._trace = other._trace
+        self._rng = other._rng
+
     def show(self, syntax: str = "classic") -> None:
         self._mod.show(syntax=syntax)
 
@@ -179,7 +187,7 @@ class Schedule:
                 "get_block", f"module has no function {func_name!r}; it has {self._mod.names}"
             )
         func = self._mod[func_name]
-        if find_block(func, name) is None or name == "root" and func.body.name == name:
+        if find_block(func, name) is None:
             names = [b.name for b in iter_blocks(func.body) if b is not func.body]
             raise BlockNotFoundError(
                 "get_block",

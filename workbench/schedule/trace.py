@@ -84,6 +84,7 @@ class Kind:
     positional: tuple[str, ...] = ()
     tirx_method: str | None = None
     bool_attrs: tuple[str, ...] = ()
+    sampling: bool = False  # takes a ``decision`` (sample_* instructions)
 
     @property
     def print_order(self) -> tuple[str, ...]:
@@ -222,6 +223,8 @@ def inst_to_python(inst: Instruction, names: dict[RV, str], syntax: str = "class
 
 
 def _json_input(v: Any, names: dict[RV, str]) -> Any:
+    if v is None:
+        return "None"  # as TVM writes it
     if isinstance(v, RV):
         return names[v]
     if isinstance(v, str):
@@ -339,6 +342,8 @@ class Trace:
             raise TraceError("load", "expected [[instructions], [decisions]]")
         decisions = {}
         if len(data) == 2:
+            if not isinstance(data[1], list):
+                raise TraceError("load", "the decisions part must be a list of [index, decision]")
             for d in data[1]:
                 if not (isinstance(d, list) and len(d) == 2 and isinstance(d[0], int)):
                     raise TraceError("load", f"malformed decision entry {d!r}")
@@ -360,6 +365,12 @@ class Trace:
         body = tree.body
         funcs = [n for n in body if isinstance(n, ast.FunctionDef)]
         if funcs:
+            if len(body) != 1:
+                raise TraceError(
+                    "load",
+                    "trace text must be a single `def apply_trace(sch)` and nothing else "
+                    f"(found {len(body)} top-level statements)",
+                )
             body = funcs[0].body
         symbols: dict[str, RV] = {}
         insts = []
@@ -387,7 +398,16 @@ class Trace:
 
     # -- replay
     def apply_to_schedule(self, sch: Schedule) -> None:
-        """Replay every instruction on ``sch`` (recording them in its trace)."""
+        """Replay every instruction on ``sch`` (recording them in its trace).
+
+        All or nothing: if a step fails, :class:`TraceError` names it and ``sch`` is
+        left as it was before the replay.
+        """
+        work = sch.copy()
+        self._replay(work)
+        sch._adopt(work)
+
+    def _replay(self, sch: Schedule) -> None:
         env: dict[RV, Any] = {}
 
         def resolve(v: Any) -> Any:
@@ -403,6 +423,7 @@ class Trace:
         for step, inst in enumerate(self.insts):
             spec = inst.spec
             kwargs = {n: resolve(v) for n, v in inst.args}
+            _check_decision(step, spec, inst.decision)
             if inst.decision is not None:
                 kwargs["decision"] = inst.decision
             method = getattr(sch, spec.method)
@@ -433,6 +454,7 @@ class Trace:
     def with_decision(self, index: int, decision: Any) -> Trace:
         """A copy with instruction ``index``'s decision replaced."""
         insts = list(self.insts)
+        _check_decision(index, insts[index].spec, decision)
         insts[index] = replace(insts[index], decision=decision)
         return Trace(insts)
 
@@ -442,7 +464,8 @@ class Trace:
 
 
 def _kind(step: int, name: Any) -> Kind:
-    name = ALIASES.get(name, name)
+    if isinstance(name, str):
+        name = ALIASES.get(name, name)
     if not isinstance(name, str) or name not in KINDS:
         known = ", ".join(sorted(KINDS))
         raise TraceError("load", f"step {step}: unknown instruction kind {name!r} (known: {known})")
@@ -505,9 +528,26 @@ def _inst_from_json(step: int, raw: Any, symbols: dict[str, RV], decision: Any) 
             pos += 1
     for n, v in zip(spec.attrs, attrs, strict=True):
         args[n] = bool(v) if n in spec.bool_attrs else v
+    _check_outputs(step, spec, len(outputs))
+    _check_decision(step, spec, decision)
     outs = tuple(_new_rv(step, o, symbols) for o in outputs)
     order = tuple(n.lstrip("*") for n in spec.inputs) + spec.attrs
     return Instruction(spec.name, tuple((n, args[n]) for n in order), outs, decision)
+
+
+def _check_outputs(step: int, spec: Kind, count: int) -> None:
+    expected = {"none": 0, "single": 1}.get(spec.outputs)
+    if expected is not None and count != expected:
+        raise TraceError(
+            "load", f"step {step}: {spec.name} has {expected} output(s), the trace gives {count}"
+        )
+
+
+def _check_decision(step: int, spec: Kind, decision: Any) -> None:
+    if decision is not None and not spec.sampling:
+        raise TraceError(
+            "load", f"step {step}: {spec.name} is not a sampling instruction and takes no decision"
+        )
 
 
 _METHODS = {}
@@ -579,6 +619,8 @@ def _inst_from_ast(step: int, node: ast.stmt, symbols: dict[str, RV]) -> Instruc
         raise TraceError(
             "load", f"step {step}: sch.{spec.method} missing {missing} / unexpected {extra}"
         )
+    _check_outputs(step, spec, len(targets))
+    _check_decision(step, spec, decision)
     outs = tuple(_new_rv(step, t, symbols) for t in targets)
     return Instruction(spec.name, tuple((n, args[n]) for n in order), outs, decision)
 

@@ -7,6 +7,7 @@ Annotations are key/value hints for later passes and code generators, e.g.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -29,6 +30,20 @@ def _describe(node: For | Block) -> str:
     return f'loop "{node.loop_var.name}"' if isinstance(node, For) else f'block "{node.name}"'
 
 
+def _bad_value(value: Any, depth: int = 0) -> str | None:
+    if isinstance(value, (bool, int, str)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"got {value!r}"
+    if isinstance(value, (list, tuple)) and depth == 0:
+        for x in value:
+            bad = _bad_value(x, depth + 1)
+            if bad:
+                return bad
+        return None
+    return f"got {type(value).__name__} {value!r}"
+
+
 def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFunc:
     """Set annotation ``key`` to ``value`` on a loop (by var) or a block (by name)."""
     path, node, where = _target(func, "annotate", target)
@@ -39,11 +54,12 @@ def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFun
             func,
             **where,
         )
-    if not isinstance(value, (int, float, str, bool, list, tuple)):
+    problem = _bad_value(value)
+    if problem:
         raise InvalidScheduleArgumentError(
             "annotate",
-            f"ann_val for {_describe(node)} must be an int, float, str, bool or list, "
-            f"got {type(value).__name__}",
+            f"ann_val for {_describe(node)} must be a finite int/float, a str, a bool or a "
+            f"list of those; {problem}",
             func,
             **where,
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...ir import For, PrimExpr, PrimFunc, Stmt, Var
+from ...ir import Block, For, PrimExpr, PrimFunc, Stmt, Var
 from ...ir.expr import LT, const
 from ...ir.simplify import add, floordiv, floormod, mul
 from ..errors import (
@@ -77,7 +77,7 @@ def split(
     bad = [
         f
         for f in factors
-        if f is not None and (isinstance(f, bool) or not isinstance(f, int) or f <= 0)
+        if f is not None and (isinstance(f, bool) or not isinstance(f, int) or not 0 < f < 2**31)
     ]
     if bad:
         raise InvalidFactorsError(
@@ -204,17 +204,22 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
     top = min(paths, key=len)
     start = len(top) - 1
     segment = deepest[start:]
-    for outer, inner in zip(segment, segment[1:]):
-        if not isinstance(outer, For) or outer.body is not inner:
-            what = type(outer).__name__ if not isinstance(outer, For) else "a statement"
-            where = outer.loop_var.name if isinstance(outer, For) else "a block"
-            raise NotSingleChildError(
-                "reorder",
-                f'loop "{where}" has more than one child ({what} between the loops); '
-                f"reorder needs a single chain of loops",
-                func,
-                loops=[s.loop_var for s in (outer, inner) if isinstance(s, For)],
-            )
+    for pos, (outer, inner) in enumerate(zip(segment, segment[1:])):
+        if isinstance(outer, For) and outer.body is inner and isinstance(inner, For):
+            continue
+        if isinstance(outer, For) and outer.body is inner:
+            outer, inner = inner, segment[pos + 2] if pos + 2 < len(segment) else inner
+        last = next(x for x in reversed(segment[: pos + 1]) if isinstance(x, For))
+        below = next((x for x in segment[pos + 1 :] if isinstance(x, For)), None)
+        what = "a block" if isinstance(outer, Block) else "other statements"
+        names = f'"{last.loop_var.name}"' + (f' and "{below.loop_var.name}"' if below else "")
+        raise NotSingleChildError(
+            "reorder",
+            f"{what} sit between loops {names}; reorder needs a single chain of directly "
+            "nested loops",
+            func,
+            loops=[x.loop_var for x in (last, below) if x is not None],
+        )
     for s in segment:
         if isinstance(s, For):
             _check_unbound("reorder", func, s)

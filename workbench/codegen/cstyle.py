@@ -1,0 +1,601 @@
+"""One C-like printer: PrimFunc -> source text, parameterized by a :class:`Dialect`.
+
+Lowering follows TensorIR semantics, as TVM lowers blocks:
+
+* every function becomes ``int32_t name(float* __restrict__ A, ...)`` returning a status;
+  buffers are flat, row-major (``A[i, j]`` of shape ``(M, N)`` is ``A[i * N + j]``),
+  allocated buffers honour ``storage_align`` hints;
+* a block opens a C scope holding ``const int32_t vi = <binding>;`` for each iter var,
+  guarded by ``if (predicate)`` when it has one; its ``init`` runs when every reduction
+  iter var is 0; buffers it allocates are declared at its position (so each thread of a
+  parallel loop gets its own copy);
+* loop kinds become pragmas (the dialect's); a parallel loop nested in a parallel loop, or
+  any parallel/vectorized loop nested in a vectorized one, runs serially; a parallel or
+  vectorized loop whose iterations store to the same element (a reduction over that loop)
+  keeps its pragma off so the generated code stays correct.
+
+Floating-point ``max``/``min`` are ``a > b ? a : b`` (vectorizes; with a NaN operand the
+result is the second operand, whereas numpy's ``maximum`` propagates NaN). Integer
+arithmetic is C's: int32 overflow is undefined behaviour, integer division by zero traps.
+
+>>> import workbench as wb
+>>> from workbench.codegen.cstyle import generate_source
+>>> from workbench.codegen.dialect import C_DIALECT
+>>> A = wb.placeholder((8,), "float32", name="A")
+>>> B = wb.compute((8,), lambda i: A[i] * 2.0, name="B")
+>>> src = generate_source(wb.create_prim_func([A, B], name="double"), C_DIALECT)
+>>> "B[vi] = A[vi] * 2.0f;" in src.text
+True
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.buffer import Buffer
+from ..ir.expr import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BinaryOp,
+    BufferLoad,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    Sub,
+    Var,
+    is_float,
+)
+from ..ir.functor import iter_exprs, substitute
+from ..ir.simplify import add, int_range, mul
+from ..ir.stmt import Block, BufferStore, Evaluate, For, IfThenElse, IRModule, PrimFunc, SeqStmt
+from ..ir.stmt import Stmt as _Stmt
+from .dialect import AllocRequest, Dialect, LoopCode
+
+__all__ = ["CodegenError", "GeneratedSource", "generate_source", "buffer_strides"]
+
+INDENT = "  "
+_INT32_MAX = 2**31 - 1
+
+# C precedence (higher binds tighter)
+_P_TERNARY, _P_OR, _P_AND, _P_EQ, _P_REL, _P_ADD, _P_MUL, _P_UNARY, _P_PRIMARY = (
+    3, 4, 5, 9, 10, 12, 13, 14, 16
+)
+_BINOPS: dict[type, tuple[str, int]] = {
+    Add: ("+", _P_ADD),
+    Sub: ("-", _P_ADD),
+    Mul: ("*", _P_MUL),
+    Div: ("/", _P_MUL),
+    LT: ("<", _P_REL),
+    LE: ("<=", _P_REL),
+    GT: (">", _P_REL),
+    GE: (">=", _P_REL),
+    EQ: ("==", _P_EQ),
+    NE: ("!=", _P_EQ),
+    And: ("&&", _P_AND),
+    Or: ("||", _P_OR),
+}
+
+class CodegenError(ValueError):
+    """The IR cannot be printed (an unbound variable, a buffer never allocated, ...)."""
+
+
+@dataclass(frozen=True)
+class GeneratedSource:
+    """A translation unit: ``text`` and the C symbol of each function (by IR name)."""
+
+    text: str
+    symbols: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _BufInfo:
+    name: str
+    ctype: str
+    strides: tuple[int, ...]
+    n_elems: int
+    wide: bool  # flat indices need int64
+
+
+def buffer_strides(buf: Buffer, use_align: bool = True) -> tuple[tuple[int, ...], int]:
+    """Row-major element strides of ``buf`` and the element count to allocate.
+
+    ``storage_align`` hints ``(axis, factor, offset)`` round the stride of ``axis`` up so
+    that ``stride % factor == offset`` (TVM's definition); the outer strides follow.
+
+    >>> from workbench.ir import Buffer
+    >>> buffer_strides(Buffer("S", (4, 30), "float32", align=((0, 32, 1),)))
+    ((33, 1), 132)
+    """
+    align = {axis: (factor, offset) for axis, factor, offset in buf.align} if use_align else {}
+    strides = [0] * buf.ndim
+    stride = 1
+    for d in range(buf.ndim - 1, -1, -1):
+        if d in align and align[d][0] > 0:
+            factor, offset = align[d]
+            stride += (factor + offset - stride % factor) % factor
+        strides[d] = stride
+        stride *= buf.shape[d]
+    return tuple(strides), stride
+
+
+def _identifier(name: str) -> str:
+    out = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
+    if out[0].isdigit():
+        out = "v" + out
+    if out.startswith("wb_"):
+        out = "u_" + out
+    return out
+
+
+def _float_literal(value: float, dtype: str, suffix: str) -> str:
+    if dtype == "float64":
+        text = repr(float(value))
+    else:  # shortest text that rounds back to the same float32/float16
+        text = str(np.float32(value) if dtype == "float32" else np.float16(value))
+    if not any(c in text for c in ".en"):
+        text += ".0"
+    return text + suffix
+
+
+class _FunctionPrinter:
+    """Prints one function; collects the helpers it needs into ``helpers``."""
+
+    def __init__(self, dialect: Dialect, helpers: set[tuple[str, str]], reserved: set[str]):
+        self.d = dialect
+        self.helpers = helpers
+        self.reserved = reserved
+        self.lines: list[str] = []
+        self.depth = 1
+        self.names: dict[Var, str] = {}
+        self.visible: set[str] = set()
+        self.scopes: list[list[Var | Buffer]] = [[]]
+        self.bounds: dict[Var, tuple[int, int]] = {}
+        self.bufs: dict[Buffer, _BufInfo] = {}
+        self.buf_names: dict[Buffer, str] = {}
+        self.in_parallel = False
+        self.in_simd = False
+        self.uses_status = False
+
+    # -- bookkeeping ------------------------------------------------------------------
+    def emit(self, text: str) -> None:
+        self.lines.append(INDENT * self.depth + text if text else "")
+
+    def comment(self, text: str) -> None:
+        self.emit("// " + " ".join(text.split()))
+
+    def push(self) -> None:
+        self.scopes.append([])
+
+    def pop(self) -> None:
+        for x in self.scopes.pop():
+            if isinstance(x, Var):
+                self.visible.discard(self.names.pop(x))
+                self.bounds.pop(x, None)
+            else:
+                self.bufs.pop(x, None)
+
+    def declare(self, var: Var, extent: int) -> str:
+        base = _identifier(var.name)
+        name, k = base, 1
+        while name in self.visible or name in self.reserved:
+            name, k = f"{base}_{k}", k + 1
+        if var in self.names:  # the same Var bound twice in nested scopes
+            raise CodegenError(f"variable {var.name!r} is bound twice on one path")
+        self.names[var] = name
+        self.visible.add(name)
+        self.bounds[var] = (0, extent - 1)
+        self.scopes[-1].append(var)
+        return name
+
+    def add_buffer(self, buf: Buffer, use_align: bool) -> _BufInfo:
+        strides, n = buffer_strides(buf, use_align)
+        info = _BufInfo(
+            self.buf_names[buf], self.d.type_name(buf.dtype), strides, n, n > _INT32_MAX
+        )
+        self.bufs[buf] = info
+        self.scopes[-1].append(buf)
+        return info
+
+    def ctype(self, dtype: str) -> str:
+        return self.d.type_name(dtype)
+
+    # -- expressions ------------------------------------------------------------------
+    def expr(self, e: PrimExpr) -> str:
+        return self._expr(e)[0]
+
+    def _sub(self, e: PrimExpr, min_prec: int) -> str:
+        text, prec = self._expr(e)
+        return text if prec >= min_prec else f"({text})"
+
+    def _helper(self, kind: str, dtype: str, a: PrimExpr, b: PrimExpr) -> tuple[str, int]:
+        self.helpers.add((kind, dtype))
+        fn = "floormod" if kind == "floormodf" else kind
+        return f"wb_{fn}_{dtype}({self.expr(a)}, {self.expr(b)})", _P_PRIMARY
+
+    def _nonneg_division(self, e: BinaryOp) -> bool:
+        if e.dtype.startswith("uint"):
+            return True
+        alo, _ = int_range(e.a, self.bounds)
+        blo, _ = int_range(e.b, self.bounds)
+        return alo is not None and alo >= 0 and blo is not None and blo > 0
+
+    def _expr(self, e: PrimExpr) -> tuple[str, int]:
+        if isinstance(e, Var):
+            if e not in self.names:
+                raise CodegenError(f"variable {e.name!r} is used outside the loop/block binding it")
+            return self.names[e], _P_PRIMARY
+        if isinstance(e, IntImm):
+            return self._int_literal(e)
+        if isinstance(e, FloatImm):
+            v = e.value
+            if v != v:
+                return self.d.nan[e.dtype], _P_PRIMARY
+            if v in (float("inf"), float("-inf")):
+                return ("" if v > 0 else "-") + self.d.inf[e.dtype], _P_UNARY
+            text = _float_literal(v, e.dtype, self.d.float_suffix.get(e.dtype, ""))
+            return text, _P_UNARY if text.startswith("-") else _P_PRIMARY
+        if isinstance(e, BufferLoad):
+            return f"{self._buffer_name(e.buffer)}[{self._flat(e.buffer, e.indices)}]", _P_PRIMARY
+        if isinstance(e, (Max, Min)):
+            return self._helper("max" if isinstance(e, Max) else "min", e.dtype, e.a, e.b)
+        if isinstance(e, FloorDiv):
+            if is_float(e.dtype):
+                return self.d.math("floor", e.dtype, f"{self.expr(e.a)} / {self.expr(e.b)}"), 16
+            if self._nonneg_division(e):
+                return f"{self._sub(e.a, _P_MUL)} / {self._sub(e.b, _P_MUL + 1)}", _P_MUL
+            return self._helper("floordiv", e.dtype, e.a, e.b)
+        if isinstance(e, FloorMod):
+            if is_float(e.dtype):
+                return self._helper("floormodf", e.dtype, e.a, e.b)
+            if self._nonneg_division(e):
+                return f"{self._sub(e.a, _P_MUL)} % {self._sub(e.b, _P_MUL + 1)}", _P_MUL
+            return self._helper("floormod", e.dtype, e.a, e.b)
+        op = _BINOPS.get(type(e))
+        if op is not None:
+            sym, prec = op
+            a, b = e.a, e.b  # type: ignore[attr-defined]
+            return f"{self._sub(a, prec)} {sym} {self._sub(b, prec + 1)}", prec
+        if isinstance(e, Not):
+            return f"!{self._sub(e.a, _P_UNARY)}", _P_UNARY
+        if isinstance(e, Select):
+            c = self._sub(e.condition, _P_PRIMARY)  # (cond) ? a : b reads best
+            t = self._sub(e.true_value, _P_OR)
+            f = self._sub(e.false_value, _P_TERNARY)
+            return f"{c} ? {t} : {f}", _P_TERNARY
+        if isinstance(e, Cast):
+            if e.dtype == "bool":
+                return f"({self._sub(e.value, _P_EQ + 1)} != 0)", _P_PRIMARY
+            return f"({self.ctype(e.dtype)}){self._sub(e.value, _P_UNARY)}", _P_UNARY
+        if isinstance(e, Call):
+            args = [self.expr(a) for a in e.args]
+            return self.d.math(e.op, e.dtype, *args), _P_PRIMARY
+        raise CodegenError(f"cannot print expression node {type(e).__name__}")
+
+    def _int_literal(self, e: IntImm) -> tuple[str, int]:
+        v, dt = e.value, e.dtype
+        prec = _P_UNARY if v < 0 else _P_PRIMARY
+        if dt == "bool":
+            return ("1" if v else "0"), _P_PRIMARY
+        if dt == "int32":
+            return ("(-2147483647 - 1)", _P_PRIMARY) if v == -(2**31) else (str(v), prec)
+        if dt == "int64":
+            if v == -(2**63):
+                return "(-INT64_C(9223372036854775807) - 1)", _P_PRIMARY
+            return f"INT64_C({v})", _P_PRIMARY
+        if dt == "uint32":
+            return f"{v}u", _P_PRIMARY
+        if dt == "uint64":
+            return f"UINT64_C({v})", _P_PRIMARY
+        return f"(({self.ctype(dt)}){v})", _P_PRIMARY
+
+    def _buffer_name(self, buf: Buffer) -> str:
+        if buf not in self.bufs:
+            raise CodegenError(
+                f"buffer {buf.name!r} is used where it is neither a parameter nor allocated "
+                "by an enclosing block"
+            )
+        return self.bufs[buf].name
+
+    def _flat(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> str:
+        info = self.bufs[buf]
+        if len(indices) != len(info.strides):
+            raise CodegenError(
+                f"buffer {buf.name!r} has {len(info.strides)} dimensions, "
+                f"indexed with {len(indices)}"
+            )
+        dt = "int64" if info.wide else "int32"
+        total: PrimExpr | None = None
+        for idx, stride in zip(indices, info.strides):
+            if info.wide and idx.dtype != "int64":
+                idx = Cast("int64", idx)
+            term = mul(idx, IntImm(stride, idx.dtype)) if stride != 1 else idx
+            total = term if total is None else add(total, term)
+        return self.expr(total if total is not None else IntImm(0, dt))
+
+    # -- statements -------------------------------------------------------------------
+    def stmt(self, s: _Stmt) -> None:
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, BufferStore):
+            target = f"{self._buffer_name(s.buffer)}[{self._flat(s.buffer, s.indices)}]"
+            self.emit(f"{target} = {self.expr(s.value)};")
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, Block):
+            self.block(s, root=False)
+        elif isinstance(s, IfThenElse):
+            self.emit(f"if ({self.expr(s.condition)}) {{")
+            self._indented(s.then_case)
+            if s.else_case is not None:
+                self.emit("} else {")
+                self._indented(s.else_case)
+            self.emit("}")
+        elif isinstance(s, Evaluate):
+            if not isinstance(s.value, (IntImm, FloatImm)):
+                self.emit(f"(void)({self.expr(s.value)});")
+        else:
+            raise CodegenError(f"cannot print statement node {type(s).__name__}")
+
+    def _indented(self, s: _Stmt) -> None:
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+
+    def loop(self, s: For) -> None:
+        for key, value in s.annotations:
+            self.comment(f"annotation {key} = {value!r}")
+        self.push()
+        ctype = self.ctype(s.loop_var.dtype)
+        v = self.declare(s.loop_var, s.extent)
+        header = f"for ({ctype} {v} = 0; {v} < {s.extent}; ++{v}) {{"
+        saved = (self.in_parallel, self.in_simd)
+        pragma: str | None = None
+        if s.kind == "thread_binding":
+            code = self.d.thread_loop(self.d, v, ctype, s.extent, s.thread_tag or "")
+        else:
+            if s.kind in ("parallel", "vectorized"):
+                pragma = self._parallel_pragma(s)
+            elif s.kind == "unrolled" and self.d.pragma_unroll:
+                pragma = self.d.pragma_unroll.format(n=min(s.extent, self.d.max_unroll))
+            code = LoopCode(open=((pragma,) if pragma else ()) + (header,))
+        for line in code.open:
+            self.emit(line)
+        self.depth += 1
+        for line in code.prologue:
+            self.emit(line)
+        self.stmt(s.body)
+        self.depth -= 1
+        for line in code.close:
+            self.emit(line)
+        self.in_parallel, self.in_simd = saved
+        self.pop()
+
+    def _parallel_pragma(self, s: For) -> str | None:
+        kind = s.kind
+        pragma = self.d.pragma_parallel if kind == "parallel" else self.d.pragma_vectorize
+        why = None
+        if self.in_simd:
+            why = "inside a vectorized loop"
+        elif kind == "parallel" and self.in_parallel:
+            why = "inside a parallel loop"
+        else:
+            shared = _shared_store(s)
+            if shared is not None:
+                why = f"iterations store to the same elements of {shared.name}"
+        if pragma is None or why is not None:
+            self.comment(f"{kind} loop runs serially{': ' + why if why else ''}")
+            return None
+        if kind == "parallel":
+            self.in_parallel = True
+        else:
+            self.in_simd = True
+        return pragma
+
+    def block(self, b: Block, root: bool) -> None:
+        mapping = {iv.var: val for iv, val in zip(b.iter_vars, b.iter_values)}
+        pred = substitute(b.predicate, mapping)
+        if isinstance(pred, IntImm) and not pred.value:
+            self.comment(f"block {b.name}: predicate is always false")
+            return
+        if not root:
+            always = isinstance(pred, IntImm) and pred.value
+            head = "{" if always else f"if ({self.expr(pred)}) {{"
+            self.emit(f"{head}  // block {b.name}")
+            self.depth += 1
+        self.push()
+        for key, value in b.annotations:
+            self.comment(f"annotation {key} = {value!r}")
+        for iv, val in zip(b.iter_vars, b.iter_values):
+            text = self.expr(val)
+            name = self.declare(iv.var, iv.extent)
+            self.emit(f"const {self.ctype(iv.var.dtype)} {name} = {text};")
+        checks, frees = [], []
+        for buf in b.alloc_buffers:
+            info = self.add_buffer(buf, use_align=True)
+            alloc = self.d.allocate(
+                self.d,
+                AllocRequest(
+                    info.name,
+                    info.ctype,
+                    buf.scope,
+                    info.n_elems,
+                    info.n_elems * np.dtype(buf.dtype).itemsize,
+                    root,
+                ),
+            )
+            for line in alloc.decl:
+                self.emit(line)
+            if alloc.null_check:
+                checks.append(alloc.null_check)
+            frees.extend(alloc.free)
+        guarded = bool(checks) and not root
+        if checks:
+            self.emit(f"if ({' || '.join(checks)}) {{")
+            if root:  # nothing has run yet: free what was allocated and return at once
+                for line in (frees if len(frees) > 1 else []) + [self.d.return_fail]:
+                    self.emit(INDENT + line)
+                self.emit("}")
+            else:
+                self.uses_status = True
+                self.emit(INDENT + self.d.alloc_fail)
+                self.emit("} else {")
+                self.depth += 1
+        if b.init is not None:
+            reduce_vars = [self.names[iv.var] for iv in b.iter_vars if iv.kind == "R"]
+            if reduce_vars:
+                self.emit(f"if ({' && '.join(f'{v} == 0' for v in reduce_vars)}) {{")
+                self._indented(b.init)
+                self.emit("}")
+            else:
+                self.stmt(b.init)
+        self.stmt(b.body)
+        if guarded:
+            self.depth -= 1
+            self.emit("}")
+        for line in frees:
+            self.emit(line)
+        self.pop()
+        if not root:
+            self.depth -= 1
+            self.emit("}")
+
+    # -- functions --------------------------------------------------------------------
+    def function(self, func: PrimFunc, symbol: str) -> str:
+        from ..ir.analysis import collect_buffers
+
+        taken = set(self.reserved)
+        for buf in collect_buffers(func):
+            base = _identifier(buf.name)
+            name, k = base, 1
+            while name in taken:
+                name, k = f"{base}_{k}", k + 1
+            taken.add(name)
+            self.buf_names[buf] = name
+        self.reserved = taken
+        for p in func.params:
+            self.add_buffer(p, use_align=False)
+        params = [(self.bufs[p].ctype, self.bufs[p].name) for p in func.params]
+        self.block(func.body, root=True)
+        body = self.lines
+        head = [self.d.kernel_signature(self.d, symbol, params) + " {"]
+        if self.uses_status:
+            head.append(INDENT + self.d.status_decl)
+        tail = INDENT + (self.d.return_status if self.uses_status else self.d.return_ok)
+        return "\n".join(head + body + [tail, "}"])
+
+
+def _shared_store(loop: For) -> Buffer | None:
+    """A buffer (allocated outside ``loop``) that two iterations of ``loop`` may store to
+    at the same element: a store whose indices do not depend on the loop variable."""
+    dep: set[Var] = {loop.loop_var}
+    local: set[Buffer] = set()
+
+    def uses(e: PrimExpr) -> bool:
+        return any(isinstance(x, Var) and x in dep for x in iter_exprs(e))
+
+    def walk(s: _Stmt) -> Buffer | None:
+        if isinstance(s, For):
+            return walk(s.body)
+        if isinstance(s, SeqStmt):
+            return next((r for r in (walk(x) for x in s.stmts) if r is not None), None)
+        if isinstance(s, IfThenElse):
+            parts = [s.then_case] + ([s.else_case] if s.else_case is not None else [])
+            return next((r for r in (walk(x) for x in parts) if r is not None), None)
+        if isinstance(s, Block):
+            local.update(s.alloc_buffers)
+            for iv, val in zip(s.iter_vars, s.iter_values):
+                if uses(val):
+                    dep.add(iv.var)
+            parts = ([s.init] if s.init is not None else []) + [s.body]
+            return next((r for r in (walk(x) for x in parts) if r is not None), None)
+        if isinstance(s, BufferStore) and s.buffer not in local:
+            if not any(uses(i) for i in s.indices):
+                return s.buffer
+        return None
+
+    return walk(loop.body)
+
+
+def _reserved(dialect: Dialect) -> set[str]:
+    words = set(dialect.reserved_words)
+    for template in dialect.math_templates.values():
+        words.update(re.findall(r"[A-Za-z_]\w*", template))
+    words.update(dialect.type_names.values())
+    words.add("wb_status")
+    return words
+
+
+def _helper_source(dialect: Dialect, helpers: Iterable[tuple[str, str]]) -> list[str]:
+    out = []
+    for kind, dtype in sorted(helpers):
+        floor = ""
+        if kind == "floormodf":
+            floor = dialect.math("floor", dtype, "a / b")
+        out.append(
+            dialect.helper_templates[kind].format(
+                q=dialect.helper_qualifier, t=dialect.type_name(dtype), s=dtype, floor=floor
+            )
+        )
+    return out
+
+
+def generate_source(mod: IRModule | PrimFunc, dialect: Dialect) -> GeneratedSource:
+    """Print every function of ``mod`` into one translation unit for ``dialect``.
+
+    Deterministic: the same IR gives the same text (the compile cache relies on it).
+
+    >>> import workbench as wb
+    >>> from workbench.codegen.dialect import C_DIALECT
+    >>> A = wb.placeholder((4,), "float32", name="A")
+    >>> B = wb.compute((4,), lambda i: wb.exp(A[i]), name="B")
+    >>> generate_source(wb.create_prim_func([A, B], name="main"), C_DIALECT).symbols
+    {'main': 'main_kernel'}
+    """
+    if isinstance(mod, PrimFunc):
+        mod = IRModule.from_funcs(mod)
+    reserved = _reserved(dialect)
+    helpers: set[tuple[str, str]] = set()
+    symbols: dict[str, str] = {}
+    bodies = []
+    for name, func in mod.functions:
+        base = _identifier(name)
+        if base in reserved:
+            base += "_kernel"
+        symbol, k = base, 1
+        while symbol in symbols.values():
+            symbol, k = f"{base}_{k}", k + 1
+        symbols[name] = symbol
+        printer = _FunctionPrinter(dialect, helpers, reserved | set(symbols.values()))
+        bodies.append(printer.function(func, symbol))
+    names = ", ".join(mod.names)
+    parts = [
+        f"// Generated by Schedule Workbench for target {dialect.name!r}: {names}",
+        "\n".join(dialect.includes),
+        dialect.preamble,
+        *_helper_source(dialect, helpers),
+        *bodies,
+    ]
+    return GeneratedSource("\n\n".join(p for p in parts if p) + "\n", symbols)
+

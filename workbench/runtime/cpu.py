@@ -1,0 +1,226 @@
+"""Build IR to native code and call it on numpy arrays: :func:`build` and :class:`Kernel`.
+
+>>> import numpy as np
+>>> import workbench as wb
+>>> A = wb.placeholder((4,), "float32", name="A")
+>>> B = wb.compute((4,), lambda i: A[i] + 1.0, name="B")
+>>> kernel = build(wb.create_prim_func([A, B], name="add_one"))
+>>> a, b = np.arange(4, dtype="float32"), np.zeros(4, dtype="float32")
+>>> kernel(a, b)
+>>> b.tolist()
+[1.0, 2.0, 3.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codegen.c import as_ir_module, generate_c_source
+from ..ir.functor import iter_stmts
+from ..ir.stmt import BufferStore, IRModule, PrimFunc
+from .compiler import DEFAULT_FLAGS, compile_shared, load_library
+from .flops import flop_count
+
+__all__ = ["SUPPORTED_TARGETS", "Kernel", "KernelArgumentError", "KernelFunction", "build"]
+
+SUPPORTED_TARGETS = ("c",)
+_LATER_TARGETS = {"cuda": "comes in a later version"}
+
+
+class KernelArgumentError(TypeError, ValueError):
+    """Arrays passed to a kernel do not match its parameters (count, type, shape, dtype,
+    layout or writeability). Raised before the kernel runs, so nothing is modified."""
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    written: bool
+
+
+def written_params(func: PrimFunc) -> list[bool]:
+    """For each parameter of ``func``: does the function store to it?
+
+    >>> import workbench as wb
+    >>> A = wb.placeholder((4,), "float32", name="A")
+    >>> B = wb.compute((4,), lambda i: A[i] * 2.0, name="B")
+    >>> written_params(wb.create_prim_func([A, B]))
+    [False, True]
+    """
+    stored = {s.buffer for s in iter_stmts(func.body) if isinstance(s, BufferStore)}
+    return [p in stored for p in func.params]
+
+
+class KernelFunction:
+    """One compiled function: call it with numpy arrays (inputs and outputs, in place).
+
+    Every call checks the arrays against the parameters (count, ``np.ndarray``, exact
+    shape and dtype, C-contiguous, outputs writeable, outputs not overlapping another
+    argument) and raises :class:`KernelArgumentError` naming the parameter otherwise.
+    """
+
+    def __init__(self, func: PrimFunc, cfunc: Callable[..., int], flops: int) -> None:
+        self.name = func.name
+        self.func = func
+        self.flops = flops
+        written = written_params(func)
+        self._params = tuple(
+            _Param(p.name, p.shape, np.dtype(p.dtype), w)
+            for p, w in zip(func.params, written)
+        )
+        self._written_idx = tuple(i for i, w in enumerate(written) if w)
+        self._cfunc = cfunc
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self._params]
+
+    def _fail(self, i: int, what: str) -> KernelArgumentError:
+        p = self._params[i]
+        return KernelArgumentError(
+            f"kernel {self.name!r}: argument {i} (parameter {p.name!r}) {what}"
+        )
+
+    def _check(self, arrays: tuple) -> list[int]:
+        params = self._params
+        if len(arrays) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise KernelArgumentError(
+                f"kernel {self.name!r} takes {len(params)} arrays ({names}), got {len(arrays)}"
+            )
+        ptrs = []
+        for i, (arr, p) in enumerate(zip(arrays, params)):
+            if not isinstance(arr, np.ndarray):
+                raise self._fail(i, f"must be a numpy.ndarray, got {type(arr).__name__}")
+            if arr.shape != p.shape:
+                raise self._fail(i, f"must have shape {p.shape}, got {arr.shape}")
+            if arr.dtype != p.dtype:
+                raise self._fail(i, f"must have dtype {p.dtype}, got {arr.dtype}")
+            flags = arr.flags
+            if not flags.c_contiguous:
+                raise self._fail(
+                    i, "must be C-contiguous (use np.ascontiguousarray), got a strided view"
+                )
+            if p.written and not flags.writeable:
+                raise self._fail(i, "is written by the kernel but the array is read-only")
+            ptrs.append(arr.ctypes.data)
+        for i in self._written_idx:
+            lo, hi = ptrs[i], ptrs[i] + arrays[i].nbytes
+            for j, other in enumerate(arrays):
+                if j != i and ptrs[j] < hi and lo < ptrs[j] + other.nbytes:
+                    raise self._fail(
+                        i, f"is written by the kernel and overlaps argument {j} in memory"
+                    )
+        return ptrs
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        """Run the function on ``arrays`` (one per parameter, in order)."""
+        status = self._cfunc(*self._check(arrays))
+        if status != 0:
+            raise MemoryError(
+                f"kernel {self.name!r} could not allocate its intermediate buffers "
+                f"(status {status})"
+            )
+
+    def __repr__(self) -> str:
+        return f"KernelFunction({self.name!r}, params={self.param_names})"
+
+
+class Kernel:
+    """A built module: its C ``source``, the IR ``mod`` and one callable per function.
+
+    ``kernel(*arrays)`` runs the module's only function (or ``"main"`` when it has
+    several); ``kernel["name"](*arrays)`` runs any function. ``flops`` is the flop count
+    of the default function (None when there is no default).
+
+    >>> import numpy as np
+    >>> import workbench as wb
+    >>> A = wb.placeholder((3,), "int32", name="A")
+    >>> B = wb.compute((3,), lambda i: A[i] * 2, name="B")
+    >>> k = build(wb.create_prim_func([A, B], name="twice"))
+    >>> k.function_names, k.flops
+    (['twice'], 0)
+    """
+
+    def __init__(self, mod: IRModule, source: str, lib: ctypes.CDLL, symbols: dict[str, str]):
+        self.mod = mod
+        self.source = source
+        self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
+        self.target = "c"
+        self._lib = lib  # keeps the shared object loaded
+        self._functions: dict[str, KernelFunction] = {}
+        for name, func in mod.functions:
+            cfunc = getattr(lib, symbols[name])
+            cfunc.argtypes = [ctypes.c_void_p] * len(func.params)
+            cfunc.restype = ctypes.c_int32
+            self._functions[name] = KernelFunction(func, cfunc, flop_count(func))
+        default = self._default_name()
+        self.flops: int | None = self._functions[default].flops if default else None
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._functions)
+
+    def _default_name(self) -> str | None:
+        if len(self._functions) == 1:
+            return next(iter(self._functions))
+        return "main" if "main" in self._functions else None
+
+    def __getitem__(self, name: str) -> KernelFunction:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(
+                f"kernel has no function {name!r}; it has {self.function_names}"
+            ) from None
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        default = self._default_name()
+        if default is None:
+            raise KernelArgumentError(
+                f"kernel has several functions {self.function_names} and none is named "
+                "'main'; call one with kernel[\"name\"](...)"
+            )
+        self._functions[default](*arrays)
+
+    def __repr__(self) -> str:
+        return (
+            f"Kernel(target={self.target!r}, functions={self.function_names}, "
+            f"source_hash={self.source_hash!r})"
+        )
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython display
+        p.text(repr(self))
+
+
+def build(mod_or_func: IRModule | PrimFunc, target: str = "c") -> Kernel:
+    """Generate code for a PrimFunc/IRModule (or a Schedule's ``mod``), compile it (cached
+    on disk by source: building the same IR twice runs the compiler once) and load it.
+
+    >>> import workbench as wb
+    >>> A = wb.placeholder((8,), "float64", name="A")
+    >>> B = wb.compute((8,), lambda i: wb.exp(A[i]), name="B")
+    >>> build(wb.create_prim_func([A, B], name="expo")).function_names
+    ['expo']
+    """
+    if target in _LATER_TARGETS:
+        raise ValueError(
+            f"target {target!r} {_LATER_TARGETS[target]}; supported targets: "
+            + ", ".join(repr(t) for t in SUPPORTED_TARGETS)
+        )
+    if target not in SUPPORTED_TARGETS:
+        raise ValueError(
+            f"unknown target {target!r}; supported targets: "
+            + ", ".join(repr(t) for t in SUPPORTED_TARGETS)
+        )
+    mod = as_ir_module(mod_or_func)
+    generated = generate_c_source(mod)
+    path = compile_shared(generated.text, flags=DEFAULT_FLAGS)
+    return Kernel(mod, generated.text, load_library(path), generated.symbols)

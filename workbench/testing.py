@@ -1,0 +1,289 @@
+"""Shared helpers for the test suite: small workloads, golden files, error and
+trace-replay assertions.
+
+They live in the package (not in ``tests/``) so that the tests of every layer, the
+notebooks and downstream users can check their schedules the same way.
+
+>>> import workbench as wb
+>>> from workbench.testing import mm_relu_func, roundtrip_trace
+>>> func = mm_relu_func(16)
+>>> sch = wb.Schedule(func)
+>>> i, j, k = sch.get_loops(sch.get_block("Y"))
+>>> j0, j1 = sch.split(j, factors=[None, 4])
+>>> roundtrip_trace(sch, func)   # JSON and Python text both replay to the same IR
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .ir import Block, Buffer, BufferStore, For, IRModule, IterVar, PrimFunc, SeqStmt, Var
+from .schedule import Schedule, ScheduleError, Trace
+
+__all__ = [
+    "GOLDEN_DIR",
+    "assert_ir_unchanged",
+    "assert_schedule_error",
+    "assert_verifies",
+    "chain_func",
+    "check_golden",
+    "conv2d_func",
+    "matmul_func",
+    "mm_relu_func",
+    "roundtrip_trace",
+    "shared_outer_loop_func",
+    "transpose_func",
+    "write_golden",
+]
+
+#: Golden IR text files, one ``<name>.txt`` per before/after case.
+GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
+
+
+# ---------------------------------------------------------------------------
+# workloads: wb.workloads where it has them, plus a few shapes it lacks (built with TE
+# or IR nodes), all small enough for fast numerical checks
+
+
+def mm_relu_func(n: int = 128, m: int | None = None, k: int | None = None) -> PrimFunc:
+    """The MLC course's ``mm_relu`` (``wb.workloads.mm_relu``): ``Y = A @ B`` (block
+    ``"Y"``, loops ``i, j, k``) then ``C = relu(Y)`` (block ``"C"``). ``A`` is
+    ``(n, k)``, ``B`` is ``(k, m)``; ``m`` and ``k`` default to ``n``."""
+    from . import workloads
+
+    return workloads.mm_relu(n, n if m is None else m, n if k is None else k)
+
+
+def matmul_func(m: int = 16, n: int = 16, k: int = 16) -> PrimFunc:
+    """``wb.workloads.matmul``: ``C[i, j] = sum_k A[i, k] * B[k, j]``, one block ``"C"``."""
+    from . import workloads
+
+    return workloads.matmul(m, n, k)
+
+
+def chain_func(n: int = 16, m: int | None = None) -> PrimFunc:
+    """Three elementwise stages ``A -> B -> C -> D`` (blocks ``"B"``, ``"C"``, ``"D"``,
+    intermediates ``B`` and ``C`` allocated in the function ``chain``)."""
+    from . import te
+
+    m = n if m is None else m
+    A = te.placeholder((n, m), "float32", name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((n, m), lambda i, j: B[i, j] + 1.0, name="C")
+    D = te.compute((n, m), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    return te.create_prim_func([A, D], name="chain")
+
+
+def transpose_func(m: int = 8, n: int = 12) -> PrimFunc:
+    """``wb.workloads.transpose``: ``B[j, i] = A[i, j]`` for ``A (m, n)``, block ``"B"``
+    over loops ``j, i``."""
+    from . import workloads
+
+    return workloads.transpose(m, n)
+
+
+def conv2d_func(n: int = 1, c: int = 2, hw: int = 6, k: int = 3, r: int = 3) -> PrimFunc:
+    """A small ``wb.workloads.conv2d_nchw`` (padding 1, stride 1): blocks ``"pad"``
+    (loops ``n, c, h, w``) and ``"conv"`` (loops ``n, k, h, w, rc, ry, rx``)."""
+    from . import workloads
+
+    return workloads.conv2d_nchw(n, c, hw, hw, k, r, r)
+
+
+def shared_outer_loop_func(n: int = 8) -> PrimFunc:
+    """Two nests under one outer loop (built from IR nodes; TE cannot express it)::
+
+        for i in range(n):
+            for j in range(n):      # block "B": B[i, j] = A[i, j] * 2
+            for jj in range(n):     # block "C": C[i, jj] = B[i, jj] * 2
+
+    Loop ``i``'s body is a sequence, so ``i`` is not a single chain with ``j``.
+    """
+    A, B, C = (Buffer(x, (n, n), "float32") for x in "ABC")
+
+    def block(name: str, out: Buffer, inp: Buffer, i: Var, j: Var) -> Block:
+        vi, vj = Var("vi"), Var("vj")
+        store = BufferStore(out, inp[vi, vj] * 2.0, (vi, vj))
+        return Block(name, (IterVar(vi, n), IterVar(vj, n)), (i, j), store)
+
+    i, j, jj = Var("i"), Var("j"), Var("jj")
+    body = For(
+        i,
+        n,
+        "serial",
+        SeqStmt(
+            (
+                For(j, n, "serial", block("B", B, A, i, j)),
+                For(jj, n, "serial", block("C", C, B, i, jj)),
+            )
+        ),
+    )
+    return PrimFunc("shared_outer", (A, B, C), Block("root", (), (), body))
+
+
+# ---------------------------------------------------------------------------
+# assertions
+
+
+def _text(x: Schedule | IRModule | PrimFunc) -> str:
+    if isinstance(x, Schedule):
+        return x.mod.script()
+    return x.script()
+
+
+def assert_ir_unchanged(sch: Schedule | IRModule | PrimFunc, before_text: str) -> None:
+    """Assert ``sch`` (or a module/function) still prints exactly ``before_text``."""
+    after = _text(sch)
+    if after != before_text:
+        diff = "\n".join(
+            difflib.unified_diff(
+                before_text.splitlines(), after.splitlines(), "before", "after", lineterm=""
+            )
+        )
+        raise AssertionError(f"the IR changed:\n{diff}")
+
+
+def _names_in(message: str, name: str) -> bool:
+    """``name`` occurs in ``message`` as a whole identifier (``j`` is not found in
+    ``j_0``)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", message) is not None
+
+
+def assert_schedule_error(
+    sch: Schedule,
+    fn: Callable[[], Any],
+    cls: type[ScheduleError],
+    *names: str,
+) -> ScheduleError:
+    """Call ``fn()`` and assert it refuses with ``cls`` without touching ``sch``.
+
+    Checks: the exception is an instance of ``cls`` (a :class:`ScheduleError`),
+    its message starts with the primitive's name and names each of ``names`` (loop
+    or block names, as whole words), and ``sch`` kept its module (same object, same
+    text) and its trace (same length, same text). Returns the exception.
+
+    >>> import workbench as wb
+    >>> from workbench.testing import assert_schedule_error, mm_relu_func
+    >>> sch = wb.Schedule(mm_relu_func(16))
+    >>> i, j, k = sch.get_loops(sch.get_block("Y"))
+    >>> from workbench.schedule import NotDataParallelError
+    >>> e = assert_schedule_error(sch, lambda: sch.parallel(k), NotDataParallelError, "k", "Y")
+    """
+    assert issubclass(cls, ScheduleError), f"{cls} is not a ScheduleError"
+    mod_before = sch.mod
+    text_before = mod_before.script()
+    trace_before = sch.trace
+    trace_text_before = trace_before.script()
+    try:
+        fn()
+    except ScheduleError as e:
+        err = e
+    else:
+        raise AssertionError(f"expected {cls.__name__}, but nothing was raised")
+    assert isinstance(err, cls), f"expected {cls.__name__}, got {type(err).__name__}: {err}"
+    message = str(err)
+    assert message.startswith(f"{err.primitive}: "), (
+        f"message does not start with the primitive's name {err.primitive!r}: {message}"
+    )
+    for name in names:
+        assert _names_in(message, name), f"message does not name {name!r}: {message}"
+    assert sch.mod is mod_before, "a refused primitive replaced the schedule's module"
+    assert_ir_unchanged(sch, text_before)
+    assert len(sch.trace) == len(trace_before), (
+        f"a refused primitive changed the trace length {len(trace_before)} -> {len(sch.trace)}"
+    )
+    assert sch.trace.script() == trace_text_before, "a refused primitive changed the trace"
+    return err
+
+
+def roundtrip_trace(sch: Schedule, func: PrimFunc | IRModule) -> None:
+    """Replay ``sch.trace`` on fresh schedules of ``func`` through JSON text, the
+    parsed JSON list, classic Python text and tirx Python text; each replay must
+    give exactly ``sch``'s IR and print the same trace."""
+    want_ir = sch.mod.script()
+    want_trace = sch.trace.script()
+    trace = sch.trace
+    loaded = {
+        "json": Trace.from_json(trace.as_json()),
+        "json-list": Trace.from_json(trace.as_json_obj()),
+        "python": Trace.from_python(trace.script()),
+        "python-tirx": Trace.from_python(trace.script(syntax="tirx")),
+    }
+    for how, replay in loaded.items():
+        fresh = Schedule(func)
+        replay.apply_to_schedule(fresh)
+        got_ir = fresh.mod.script()
+        if got_ir != want_ir:
+            diff = "\n".join(
+                difflib.unified_diff(
+                    want_ir.splitlines(),
+                    got_ir.splitlines(),
+                    "scheduled",
+                    f"replayed ({how})",
+                    lineterm="",
+                )
+            )
+            raise AssertionError(f"trace replayed via {how} gives different IR:\n{diff}")
+        assert fresh.trace.script() == want_trace, (
+            f"trace replayed via {how} records a different trace:\n"
+            f"{fresh.trace.script()}\n--- expected ---\n{want_trace}"
+        )
+        assert fresh.trace.as_json() == trace.as_json(), f"JSON differs after replay via {how}"
+
+
+def assert_verifies(
+    scheduled: Schedule | IRModule | PrimFunc, reference: PrimFunc | IRModule
+) -> None:
+    """Compile ``scheduled`` and ``reference`` and compare their outputs on random
+    inputs (``workbench.runtime.verify.verify``); fails the test on a mismatch."""
+    from .runtime.verify import verify
+
+    if isinstance(scheduled, Schedule):
+        scheduled = scheduled.mod
+    result = verify(scheduled, reference)
+    assert result is not False, f"verify({scheduled!r}) reported a mismatch"
+    ok = getattr(result, "ok", True)
+    assert ok, f"verify reported a mismatch: {result!r}"
+
+
+# ---------------------------------------------------------------------------
+# golden files
+
+
+def _golden_path(name: str) -> Path:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"golden name {name!r} must be a plain file name")
+    return GOLDEN_DIR / f"{name}.txt"
+
+
+def check_golden(name: str, text: str) -> None:
+    """Assert ``text`` equals ``tests/golden/<name>.txt``; on a mismatch the error
+    shows a unified diff. Regenerate a file deliberately with :func:`write_golden`
+    (e.g. ``python tests/test_schedule_loops.py --update-golden``) and review the diff."""
+    path = _golden_path(name)
+    if not path.exists():
+        raise AssertionError(
+            f"golden file {path} is missing; write it with write_golden({name!r}, text) "
+            f"and review it. Text:\n{text}"
+        )
+    want = path.read_text()
+    got = text if text.endswith("\n") else text + "\n"
+    if got != want:
+        diff = "\n".join(
+            difflib.unified_diff(
+                want.splitlines(), got.splitlines(), f"golden/{name}.txt", "actual", lineterm=""
+            )
+        )
+        raise AssertionError(f"IR differs from golden file {path}:\n{diff}")
+
+
+def write_golden(name: str, text: str) -> Path:
+    """Write ``tests/golden/<name>.txt`` (used only when regenerating goldens)."""
+    path = _golden_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text if text.endswith("\n") else text + "\n")
+    return path
