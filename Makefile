@@ -33,7 +33,7 @@ lab: venv
 # The notebook run is outside testpaths, so tests/conftest.py is loaded explicitly as a plugin.
 test: venv
 	$(BIN)/ruff check .
-	$(TEST_ENV) $(BIN)/python -m pytest -q tests
+	$(TEST_ENV) $(BIN)/python -m pytest -q tests --doctest-modules workbench
 	$(TEST_ENV) $(BIN)/python -m pytest -q -p tests.conftest $(NBVAL_ARGS) notebooks/
 
 lint: venv

@@ -37,34 +37,31 @@ def median_ms(fn: Callable[[], object], setup: Callable[[], object] | None = Non
     return statistics.median(samples)
 
 
-def steps(func: wb.PrimFunc, block: str) -> list[tuple[str, float]]:
-    rows: list[tuple[str, float]] = []
-    rows.append(("create", median_ms(lambda: wb.Schedule(func))))
-
-    base = wb.Schedule(func)
-    blk = base.get_block(block)
+def steps(make: Callable[[], object], block: str, get: str = "get_block") -> dict[str, float]:
+    """Time each step; ``make`` builds a fresh schedule (ours or TVM's: same API)."""
+    rows: dict[str, float] = {"create": median_ms(make)}
+    base = make()
+    blk = getattr(base, get)(block)
     loops = base.get_loops(blk)
-    rows.append(("get_block", median_ms(lambda s: s.get_block(block), base.copy)))
-    rows.append(("get_loops", median_ms(lambda s: s.get_loops(blk), base.copy)))
-    inner = loops[-1]
-    spatial = loops[1]
-    rows.append(("split", median_ms(lambda s: s.split(spatial, factors=[None, 4]), base.copy)))
-
+    rows["get_block"] = median_ms(lambda s: getattr(s, get)(block), base.copy)
+    rows["get_loops"] = median_ms(lambda s: s.get_loops(blk), base.copy)
+    inner, spatial = loops[-1], loops[1]
+    rows["split"] = median_ms(lambda s: s.split(spatial, factors=[None, 4]), base.copy)
     split_sch = base.copy()
     s0, s1 = split_sch.split(spatial, factors=[None, 4])
-    rows.append(("reorder", median_ms(lambda s: s.reorder(s0, inner, s1), split_sch.copy)))
-    rows.append(("fuse", median_ms(lambda s: s.fuse(loops[0], loops[1]), base.copy)))
-    rows.append(("parallel", median_ms(lambda s: s.parallel(loops[0]), base.copy)))
-    rows.append(("vectorize", median_ms(lambda s: s.vectorize(s1), split_sch.copy)))
-    rows.append(("unroll", median_ms(lambda s: s.unroll(inner), base.copy)))
-    rows.append(("annotate", median_ms(lambda s: s.annotate(inner, "pragma_unroll", 4), base.copy)))
+    rows["reorder"] = median_ms(lambda s: s.reorder(s0, inner, s1), split_sch.copy)
+    rows["fuse"] = median_ms(lambda s: s.fuse(loops[0], loops[1]), base.copy)
+    rows["parallel"] = median_ms(lambda s: s.parallel(loops[0]), base.copy)
+    rows["vectorize"] = median_ms(lambda s: s.vectorize(s1), split_sch.copy)
+    rows["unroll"] = median_ms(lambda s: s.unroll(inner), base.copy)
+    rows["annotate"] = median_ms(lambda s: s.annotate(inner, "pragma_unroll", 4), base.copy)
     mod = split_sch.mod
-    rows.append(("print", median_ms(lambda: mod.script())))
+    rows["print"] = median_ms(lambda: mod.script())
     return rows
 
 
-def tvm_steps() -> dict[str, float] | None:
-    """The same steps with TVM's own schedule, when TVM is installed."""
+def tvm_cases() -> dict[str, Callable[[], object]] | None:
+    """The same two functions as TVM schedules, when apache-tvm is installed."""
     try:
         import tvm
         from tvm import te
@@ -75,42 +72,71 @@ def tvm_steps() -> dict[str, float] | None:
     k = te.reduce_axis((0, 128), name="k")
     Y = te.compute((128, 128), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="Y")
     C = te.compute((128, 128), lambda i, j: te.max(Y[i, j], 0.0), name="C")
-    mod = tvm.IRModule({"main": te.create_prim_func([A, B, C])})
-    Sched = tvm.s_tir.Schedule if hasattr(tvm, "s_tir") else tvm.tir.Schedule
-    get = "get_sblock" if hasattr(Sched, "get_sblock") else "get_block"
-    out = {"create": median_ms(lambda: Sched(mod))}
-    base = Sched(mod)
-    i, j, kk = base.get_loops(getattr(base, get)("Y"))
-    out["split"] = median_ms(lambda s: s.split(j, factors=[None, 4]), base.copy)
-    sp = base.copy()
-    j0, j1 = sp.split(j, factors=[None, 4])
-    out["reorder"] = median_ms(lambda s: s.reorder(j0, kk, j1), sp.copy)
-    m = sp.mod
-    out["print"] = median_ms(lambda: m.script())
-    return out
+    mm = tvm.IRModule({"main": te.create_prim_func([A, B, C])})
+
+    data = te.placeholder((1, 64, 56, 56), name="data")
+    weight = te.placeholder((64, 64, 3, 3), name="weight")
+    pad = te.compute(
+        (1, 64, 58, 58),
+        lambda n, c, h, w: te.if_then_else(
+            te.all(h >= 1, h < 57, w >= 1, w < 57), data[n, c, h - 1, w - 1], 0.0
+        ),
+        name="pad",
+    )
+    rc, ry, rx = (te.reduce_axis((0, e), name=nm) for e, nm in ((64, "rc"), (3, "ry"), (3, "rx")))
+    conv = te.compute(
+        (1, 64, 56, 56),
+        lambda n, kk, h, w: te.sum(
+            pad[n, rc, h + ry, w + rx] * weight[kk, rc, ry, rx], axis=[rc, ry, rx]
+        ),
+        name="conv",
+    )
+    cv = tvm.IRModule({"main": te.create_prim_func([data, weight, conv])})
+    sched = tvm.s_tir.Schedule if hasattr(tvm, "s_tir") else tvm.tir.Schedule
+    return {"mm_relu": lambda: sched(mm), "conv2d": lambda: sched(cv), "get": "get_sblock"
+            if hasattr(sched, "get_sblock") else "get_block"}
 
 
 def main() -> None:
-    cases = [
-        ("mm_relu 128^3", workloads.mm_relu(128, 128, 128), "Y"),
-        ("conv2d 1x64x56x56, 64x3x3", workloads.conv2d_nchw(1, 64, 56, 56, 64, 3, 3), "conv"),
-    ]
-    results = {name: dict(steps(func, blk)) for name, func, blk in cases}
-    tvm = tvm_steps()
-    ref_label = "TVM (this run)" if tvm else "TVM (quoted)"
-    ref = tvm or TVM_REFERENCE_MS
-    names = list(results)
-    header = f"| step | {' | '.join(n + ' (ms)' for n in names)} | {ref_label} (ms) | ratio |"
-    print(header)
-    print("|" + "---|" * (len(names) + 3))
-    for step in results[names[0]]:
-        vals = [results[n][step] for n in names]
-        r = ref.get(step)
-        ratio = f"{vals[0] / r:.2f}x" if r else "-"
-        cells = " | ".join(f"{v:.3f}" for v in vals)
-        print(f"| {step} | {cells} | {r if r is not None else '-'} | {ratio} |")
-    print()
-    print(f"median of {RUNS} runs per step; ratio = mm_relu time / TVM time (lower is better)")
+    mm = workloads.mm_relu(128, 128, 128)
+    conv = workloads.conv2d_nchw(1, 64, 56, 56, 64)
+    ours = {
+        "mm_relu": steps(lambda: wb.Schedule(mm), "Y"),
+        "conv2d": steps(lambda: wb.Schedule(conv), "conv"),
+    }
+    tvm = tvm_cases()
+    theirs = None
+    if tvm is not None:
+        theirs = {
+            "mm_relu": steps(tvm["mm_relu"], "Y", tvm["get"]),
+            "conv2d": steps(tvm["conv2d"], "conv", tvm["get"]),
+        }
+    print(f"Median of {RUNS} runs per step, milliseconds. mm_relu is 128^3; conv2d is")
+    print("1x64x56x56 with 64x3x3 filters and a padding stage.")
+    if theirs:
+        print("TVM columns: apache-tvm's C++ schedule, measured in this same run.")
+        print()
+        print("| step | mm_relu | TVM | ratio | conv2d | TVM | ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for step in ours["mm_relu"]:
+            cells = []
+            for case in ("mm_relu", "conv2d"):
+                a, b = ours[case][step], theirs[case][step]
+                cells += [f"{a:.3f}", f"{b:.3f}", f"{a / b:.2f}x"]
+            print(f"| {step} | " + " | ".join(cells) + " |")
+        print()
+        print("ratio = our time / TVM's time (below 1 is faster than TVM)")
+    else:
+        print("apache-tvm is not installed: the reference column quotes TVM on this kind of")
+        print("machine (128^3 matmul); install apache-tvm to measure it side by side.")
+        print()
+        print("| step | mm_relu | conv2d | TVM (quoted) | ratio |")
+        print("|---|---:|---:|---:|---:|")
+        for step in ours["mm_relu"]:
+            a, c = ours["mm_relu"][step], ours["conv2d"][step]
+            ref = TVM_REFERENCE_MS.get(step)
+            tail = f"{ref:.2f} | {a / ref:.2f}x" if ref else "- | -"
+            print(f"| {step} | {a:.3f} | {c:.3f} | {tail} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from .buffer import Buffer, BufferRegion
 from .expr import BufferLoad, IntImm, PrimExpr, Var, const
 from .functor import iter_exprs, iter_stmts
 from .simplify import _build, _linear, int_range, simplify, struct_key
-from .stmt import Block, BufferStore, For, IRModule, PrimFunc, SeqStmt, Stmt
+from .stmt import Block, BufferStore, For, IfThenElse, IRModule, PrimFunc, SeqStmt, Stmt
 
 # ---------------------------------------------------------------------------
 # access regions
@@ -196,12 +196,41 @@ def path_to(root: Stmt, pred) -> list[Stmt] | None:
     return None
 
 
+def loop_paths(func: PrimFunc, loop_vars) -> dict[Var, list[Stmt]]:
+    """Paths from the root to each loop of ``loop_vars`` found, in one traversal."""
+    wanted = set(loop_vars)
+    found: dict[Var, list[Stmt]] = {}
+    path: list[Stmt] = []
+
+    def walk(node: Stmt) -> None:
+        path.append(node)
+        if isinstance(node, For):
+            if node.loop_var in wanted:
+                found[node.loop_var] = list(path)
+            walk(node.body)
+        elif isinstance(node, SeqStmt):
+            for c in node.stmts:
+                walk(c)
+                if len(found) == len(wanted):
+                    break
+        elif isinstance(node, Block):
+            walk(node.body)
+        elif isinstance(node, IfThenElse):
+            walk(node.then_case)
+            if node.else_case is not None:
+                walk(node.else_case)
+        path.pop()
+
+    walk(func.body)
+    return found
+
+
 def block_path(func: PrimFunc, name: str) -> list[Stmt] | None:
     return path_to(func.body, lambda s: isinstance(s, Block) and s.name == name)
 
 
 def loop_path(func: PrimFunc, var: Var) -> list[Stmt] | None:
-    return path_to(func.body, lambda s: isinstance(s, For) and s.loop_var is var)
+    return loop_paths(func, (var,)).get(var)
 
 
 def loops_above(path: list[Stmt]) -> list[For]:

@@ -87,6 +87,10 @@ class For(Stmt):
         if (self.kind == "thread_binding") != (self.thread_tag is not None):
             raise ValueError("thread_binding loops (and only those) carry a thread tag")
 
+    def with_body(self, body: Stmt) -> For:
+        """The same loop around another body."""
+        return For(self.loop_var, self.extent, self.kind, body, self.thread_tag, self.annotations)
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class SeqStmt(Stmt):

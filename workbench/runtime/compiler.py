@@ -120,8 +120,9 @@ def find_compiler() -> str:
     """Return the absolute path of a C compiler on PATH: gcc, else cc, else clang.
 
     Example:
-        >>> find_compiler()  # doctest: +SKIP
-        '/usr/bin/gcc'
+        >>> import os
+        >>> os.path.basename(find_compiler()) in ("gcc", "cc", "clang")
+        True
     """
     for name in _COMPILER_CANDIDATES:
         path = shutil.which(name)

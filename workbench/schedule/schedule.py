@@ -123,14 +123,12 @@ class Schedule:
         return self._mod[self._func_name] if self._func_name else None
 
     def _loop(self, primitive: str, rv: LoopRV) -> tuple[str, Var]:
-        func_name, var = self._resolve(primitive, rv, LoopRV)
-        find_loop_path(self._mod[func_name], primitive, var)
-        return func_name, var
+        """(function name, loop var); primitives report a loop that no longer exists."""
+        return self._resolve(primitive, rv, LoopRV)
 
     def _block(self, primitive: str, rv: BlockRV) -> tuple[str, str]:
-        func_name, name = self._resolve(primitive, rv, BlockRV)
-        find_block_path(self._mod[func_name], primitive, name)
-        return func_name, name
+        """(function name, block name); primitives report a block that no longer exists."""
+        return self._resolve(primitive, rv, BlockRV)
 
     def _loop_or_block(self, primitive: str, rv: Any) -> tuple[str, Var | str]:
         if isinstance(rv, LoopRV):
@@ -154,7 +152,7 @@ class Schedule:
             func_name, var = self._loop("get", rv)
             return find_loop_path(self._mod[func_name], "get", var)[-1]  # type: ignore[return-value]
         func_name, name = self._block("get", rv)
-        return find_block(self._mod[func_name], name)  # type: ignore[return-value]
+        return find_block_path(self._mod[func_name], "get", name)[-1]  # type: ignore[return-value]
 
     def _new(self, cls: type, value: Any) -> RV:
         rv = cls()

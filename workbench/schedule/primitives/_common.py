@@ -9,21 +9,27 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...ir import Block, For, IfThenElse, PrimFunc, SeqStmt, Stmt, Var
-from ...ir.analysis import block_path, iter_blocks, loop_path
+from ...ir.analysis import block_path, iter_blocks, loop_paths
 from ...ir.functor import Mutator, iter_stmts
 from ...ir.simplify import simplify
 from ..errors import BlockNotFoundError, StaleHandleError
 
 
 def find_loop_path(func: PrimFunc, primitive: str, var: Var) -> list[Stmt]:
-    path = loop_path(func, var)
-    if path is None:
-        raise StaleHandleError(
-            primitive,
-            f'loop "{var.name}" no longer exists (an earlier primitive replaced it)',
-            func,
-        )
-    return path
+    return find_loop_paths(func, primitive, [var])[0]
+
+
+def find_loop_paths(func: PrimFunc, primitive: str, loop_vars) -> list[list[Stmt]]:
+    """Root-to-loop paths for each loop, or StaleHandleError naming a missing one."""
+    found = loop_paths(func, loop_vars)
+    for var in loop_vars:
+        if var not in found:
+            raise StaleHandleError(
+                primitive,
+                f'loop "{var.name}" no longer exists (an earlier primitive replaced it)',
+                func,
+            )
+    return [found[v] for v in loop_vars]
 
 
 def find_block_path(func: PrimFunc, primitive: str, name: str) -> list[Stmt]:
@@ -39,7 +45,7 @@ def replace_child(parent: Stmt, old: Stmt, new: Stmt | None) -> Stmt:
     """``parent`` with its child ``old`` swapped for ``new`` (None removes it)."""
     if isinstance(parent, For):
         assert parent.body is old
-        return replace(parent, body=new)
+        return parent.with_body(new)
     if isinstance(parent, SeqStmt):
         stmts = []
         for s in parent.stmts:
@@ -54,7 +60,10 @@ def replace_child(parent: Stmt, old: Stmt, new: Stmt | None) -> Stmt:
     if isinstance(parent, Block):
         assert parent.body is old
         if is_root(parent):
-            return replace(parent, body=new)
+            return Block(
+                parent.name, (), (), new, None, parent.predicate, parent.alloc_buffers,
+                parent.annotations, (), (),
+            )
         return parent.with_body(new)
     if isinstance(parent, IfThenElse):
         if parent.then_case is old:

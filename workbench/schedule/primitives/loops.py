@@ -14,8 +14,6 @@ split, before and after ``split(j, factors=[None, 4])``::
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ...ir import Block, For, PrimExpr, PrimFunc, Stmt, Var
 from ...ir.expr import LT, const
 from ...ir.simplify import add, floordiv, floormod, mul
@@ -32,6 +30,7 @@ from ._common import (
     BindingRewriter,
     child_block_names,
     find_loop_path,
+    find_loop_paths,
     fresh_name,
     loop_bounds,
     replace_path,
@@ -140,7 +139,7 @@ def fuse(
     if len(set(loop_vars)) != len(loop_vars):
         names = [v.name for v in loop_vars]
         raise DuplicateLoopError("fuse", f"a loop appears twice in {names}", func, loops=loop_vars)
-    paths = [find_loop_path(func, "fuse", v) for v in loop_vars]
+    paths = find_loop_paths(func, "fuse", loop_vars)
     loops: list[For] = [p[-1] for p in paths]  # type: ignore[misc]
     for lp in loops:
         _check_unbound("fuse", func, lp)
@@ -189,7 +188,7 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
         raise DuplicateLoopError(
             "reorder", f"a loop appears twice in {names}", func, loops=loop_vars
         )
-    paths = [find_loop_path(func, "reorder", v) for v in loop_vars]
+    paths = find_loop_paths(func, "reorder", loop_vars)
     deepest = max(paths, key=len)
     ids = {id(s) for s in deepest}
     for v, p in zip(loop_vars, paths, strict=True):
@@ -232,5 +231,5 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
         return func
     body: Stmt = chain[-1].body
     for lp in reversed(new_order):
-        body = replace(lp, body=body)
+        body = lp.with_body(body)
     return replace_path(func, deepest[: start + 1], body)
