@@ -20,7 +20,15 @@ from .errors import (
     FunctionNotFoundError,
     InvalidScheduleArgumentError,
 )
-from .primitives._common import child_block_names, find_block_path, find_loop_path
+from .primitives._common import (
+    child_block_names,
+    consumers_of,
+    find_block_path,
+    find_loop_path,
+    producers_of,
+    scope_blocks,
+    scope_of,
+)
 from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, Trace
 
 
@@ -226,36 +234,20 @@ class Schedule:
 
     def _siblings(self, primitive: str, block: BlockRV) -> tuple[str, Block, list[Block]]:
         func_name, name = self._block(primitive, block)
-        func = self._mod[func_name]
-        path = find_block_path(func, primitive, name)
-        scope = next(s for s in reversed(path[:-1]) if isinstance(s, Block))
-        kids = child_block_names(scope)
-        siblings = [b for b in iter_blocks(scope.body) if b.name in kids]
-        return func_name, path[-1], siblings  # type: ignore[return-value]
+        path = find_block_path(self._mod[func_name], primitive, name)
+        return func_name, path[-1], scope_blocks(scope_of(path))  # type: ignore[return-value]
 
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that write a buffer ``block`` reads."""
         func_name, me, siblings = self._siblings("get_producers", block)
-        reads = {r.buffer for r in me.reads or ()}
-        names = [
-            b.name
-            for b in siblings
-            if b is not me and any(w.buffer in reads for w in b.writes or ())
-        ]
-        rvs = [self._new(BlockRV, (func_name, n)) for n in names]
+        rvs = [self._new(BlockRV, (func_name, b.name)) for b in producers_of(me, siblings)]
         self._commit("GetProducers", {"block": block}, rvs)
         return rvs
 
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that read a buffer ``block`` writes."""
         func_name, me, siblings = self._siblings("get_consumers", block)
-        writes = {w.buffer for w in me.writes or ()}
-        names = [
-            b.name
-            for b in siblings
-            if b is not me and any(r.buffer in writes for r in b.reads or ())
-        ]
-        rvs = [self._new(BlockRV, (func_name, n)) for n in names]
+        rvs = [self._new(BlockRV, (func_name, b.name)) for b in consumers_of(me, siblings)]
         self._commit("GetConsumers", {"block": block}, rvs)
         return rvs
 
@@ -370,3 +362,15 @@ class Schedule:
         func_name, target = self._loop_or_block("unannotate", block_or_loop)
         func = P.unannotate(self._mod[func_name], target, ann_key)
         self._commit("Unannotate", {"block_or_loop": block_or_loop, "ann_key": ann_key}, (), func)
+
+    # ------------------------------------------------------ compute location
+    # compute_at, reverse_compute_at, compute_inline, reverse_compute_inline
+
+    # ------------------------------------------------------ caching and storage
+    # cache_read, cache_write, set_scope, storage_align
+
+    # ------------------------------------------------------ reductions and blocks
+    # decompose_reduction, rfactor, blockize, add_unit_loop
+
+    # ------------------------------------------------------ thread binding and sampling
+    # bind, sample_perfect_tile, sample_categorical, sample_compute_location

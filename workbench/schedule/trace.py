@@ -150,6 +150,15 @@ for _k in (
 ):
     register_kind(_k)
 
+# compute location ------------------------------------------------------------
+
+# caching and storage ---------------------------------------------------------
+
+# reductions and blocks -------------------------------------------------------
+
+# thread binding and sampling -------------------------------------------------
+
+
 
 @dataclass(frozen=True)
 class Instruction:

@@ -158,3 +158,65 @@ def child_block_names(stmt: Stmt) -> set[str]:
 
 def all_block_names(stmt: Stmt) -> list[str]:
     return [b.name for b in iter_blocks(stmt)]
+
+
+# ---------------------------------------------------------------------------
+# scopes, producers and consumers
+
+
+def scope_of(path: list[Stmt]) -> Block:
+    """The nearest block above ``path[-1]`` (its scope)."""
+    return next(s for s in reversed(path[:-1]) if isinstance(s, Block))
+
+
+def scope_blocks(scope: Block) -> list[Block]:
+    """Blocks directly in ``scope`` (not nested in another block), in program order."""
+    kids = child_block_names(scope)
+    return [b for b in iter_blocks(scope.body) if b.name in kids]
+
+
+def producers_of(block: Block, siblings: list[Block]) -> list[Block]:
+    """Blocks among ``siblings`` that write a buffer ``block`` reads."""
+    reads = {r.buffer for r in block.reads or ()}
+    return [
+        b for b in siblings if b is not block and any(w.buffer in reads for w in b.writes or ())
+    ]
+
+
+def consumers_of(block: Block, siblings: list[Block]) -> list[Block]:
+    """Blocks among ``siblings`` that read a buffer ``block`` writes."""
+    writes = {w.buffer for w in block.writes or ()}
+    return [
+        b for b in siblings if b is not block and any(r.buffer in writes for r in b.reads or ())
+    ]
+
+
+def remove_stmt(func: PrimFunc, path: list[Stmt]) -> PrimFunc:
+    """Remove ``path[-1]`` together with every loop above it left empty by that.
+
+    Stops at the enclosing block (a scope is never removed)."""
+    cut = len(path) - 1
+    while cut > 0 and isinstance(path[cut - 1], For):
+        cut -= 1
+    parent, old = path[cut - 1], path[cut]
+    new_parent = replace_child(parent, old, None)
+    if new_parent is None or (isinstance(parent, Block) and new_parent.body is None):
+        raise ValueError("cannot remove the only statement of a block")
+    return replace_path(func, path[:cut], new_parent)
+
+
+def remove_alloc(func: PrimFunc, buffer) -> PrimFunc:
+    """Drop ``buffer`` from whichever block allocates it."""
+
+    class _Drop(Mutator):
+        def visit_block(self, b: Block) -> Block:
+            b = super().visit_block(b)
+            if buffer in b.alloc_buffers:
+                allocs = tuple(x for x in b.alloc_buffers if x is not buffer)
+                if is_root(b):
+                    return Block(b.name, (), (), b.body, None, b.predicate, allocs,
+                                 b.annotations, (), ())
+                return replace(b, alloc_buffers=allocs, reads=None, writes=None)
+            return b
+
+    return func.with_body(_Drop().visit_stmt(func.body))
