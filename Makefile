@@ -15,7 +15,7 @@ LAB_ARGS  ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 TEST_ENV  := MPLBACKEND=Agg
 NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
-.PHONY: venv lab test lint bench clean distclean
+.PHONY: venv lab test lint bench tvm-check clean distclean
 
 venv: $(STAMP)
 
@@ -38,6 +38,11 @@ test: venv
 
 lint: venv
 	$(BIN)/ruff check .
+
+# Optional: install apache-tvm into .venv and compare our schedules with TVM's own.
+tvm-check: venv
+	$(BIN)/python -m pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1
+	$(TEST_ENV) $(BIN)/python -m pytest -q tests/test_tvm_differential.py
 
 bench: venv
 	$(BIN)/python bench/interactive.py

@@ -28,6 +28,7 @@ from .ir.expr import (
     sqrt,
     tanh,
 )
+from .ir.transform import lower
 from .runtime.cpu import Kernel, KernelArgumentError, build
 from .runtime.flops import flop_count
 from .runtime.timing import Measurement

@@ -148,13 +148,14 @@ def _shape_str(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def _alloc_str(b: Buffer) -> str:
+def _alloc_str(b: Buffer, syntax: str = "classic") -> str:
+    fn = "T.sblock_alloc_buffer" if syntax == "tirx" else "T.alloc_buffer"
     args = [_shape_str(b.shape)]
     if b.dtype != "float32":
         args.append(f'"{b.dtype}"')
     if b.scope != "global":
         args.append(f'scope="{b.scope}"')
-    return f"{b.name} = T.alloc_buffer({', '.join(args)})"
+    return f"{b.name} = {fn}({', '.join(args)})"
 
 
 class _Printer:
@@ -245,7 +246,7 @@ class _Printer:
             attr = "T.sblock_attr" if self.syntax == "tirx" else "T.block_attr"
             self.emit(d1, f"{attr}({_annotations_str(b.annotations)})")
         for buf in b.alloc_buffers:
-            self.emit(d1, _alloc_str(buf))
+            self.emit(d1, _alloc_str(buf, self.syntax))
         if b.init is not None:
             self.emit(d1, "with T.init():")
             self.stmt(b.init, d1 + 1)
@@ -260,13 +261,19 @@ class _Printer:
         )
         self.emit(d, f"def {f.name}({params}):")
         attrs = dict(f.attrs)
-        attrs.setdefault("global_symbol", f.name)
-        attrs.setdefault("tir.noalias", True)
-        self.emit(d + 1, f"T.func_attr({_annotations_str(tuple(attrs.items()))})")
+        if self.syntax == "tirx":  # as TVM >= 0.24 prints it
+            attrs.setdefault("tirx.noalias", True)
+        else:
+            attrs.setdefault("global_symbol", f.name)
+            attrs.setdefault("tir.noalias", True)
+        text = _annotations_str(tuple(attrs.items()))
+        if self.syntax == "tirx":
+            text = text.replace("T.bool(True)", "True").replace("T.bool(False)", "False")
+        self.emit(d + 1, f"T.func_attr({text})")
         root = f.body
         self.emit(d + 1, f'# with {self.block_kw}("root"):', root.name)
         for buf in root.alloc_buffers:
-            self.emit(d + 1, _alloc_str(buf))
+            self.emit(d + 1, _alloc_str(buf, self.syntax))
         self.stmt(root.body, d + 1)
 
     def header(self, module: bool) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 from ..codegen.c import as_ir_module, generate_c_source
 from ..ir.functor import iter_stmts
 from ..ir.stmt import BufferStore, IRModule, PrimFunc
+from ..ir.transform import lower
 from .compiler import DEFAULT_FLAGS, compile_shared, load_library
 from .flops import flop_count
 
@@ -136,6 +137,9 @@ class KernelFunction:
 class Kernel:
     """A built module: its C ``source``, the IR ``mod`` and one callable per function.
 
+    ``mod`` is the IR as given to :func:`build`; ``lowered`` is the IR the C was printed
+    from (``wb.lower(mod)``: intermediate buffers compacted to their tiles).
+
     ``kernel(*arrays)`` runs the module's only function (or ``"main"`` when it has
     several); ``kernel["name"](*arrays)`` runs any function. ``flops`` is the flop count
     of the default function (None when there is no default).
@@ -149,8 +153,11 @@ class Kernel:
     (['twice'], 0)
     """
 
-    def __init__(self, mod: IRModule, source: str, lib: ctypes.CDLL, symbols: dict[str, str]):
+    def __init__(self, mod: IRModule, source: str, lib: ctypes.CDLL, symbols: dict[str, str],
+                 lowered: IRModule | None = None):
         self.mod = mod
+        # the IR the C was generated from (wb.lower(mod)); ``mod`` stays the scheduled IR
+        self.lowered = mod if lowered is None else lowered
         self.source = source
         self.source_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
         self.target = "c"
@@ -201,8 +208,9 @@ class Kernel:
 
 
 def build(mod_or_func: IRModule | PrimFunc, target: str = "c") -> Kernel:
-    """Generate code for a PrimFunc/IRModule (or a Schedule's ``mod``), compile it (cached
-    on disk by source: building the same IR twice runs the compiler once) and load it.
+    """Lower a PrimFunc/IRModule (or a Schedule's ``mod``) with :func:`workbench.lower`,
+    generate C for it, compile it (cached on disk by source: building the same IR twice
+    runs the compiler once) and load it.
 
     >>> import workbench as wb
     >>> A = wb.placeholder((8,), "float64", name="A")
@@ -221,6 +229,7 @@ def build(mod_or_func: IRModule | PrimFunc, target: str = "c") -> Kernel:
             + ", ".join(repr(t) for t in SUPPORTED_TARGETS)
         )
     mod = as_ir_module(mod_or_func)
-    generated = generate_c_source(mod)
+    lowered = lower(mod)  # compact buffer allocation, as TVM lowers before codegen
+    generated = generate_c_source(lowered)
     path = compile_shared(generated.text, flags=DEFAULT_FLAGS)
-    return Kernel(mod, generated.text, load_library(path), generated.symbols)
+    return Kernel(mod, generated.text, load_library(path), generated.symbols, lowered)

@@ -20,6 +20,8 @@ from .errors import (
     FunctionNotFoundError,
     InvalidScheduleArgumentError,
 )
+from .primitives import compute_at as CA
+from .primitives import compute_inline as CI
 from .primitives._common import (
     child_block_names,
     consumers_of,
@@ -29,6 +31,7 @@ from .primitives._common import (
     scope_blocks,
     scope_of,
 )
+from .primitives.sampling import COMPUTE_INLINE, COMPUTE_ROOT, location_mark
 from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, Trace
 
 
@@ -158,6 +161,8 @@ class Schedule:
             return self._resolve("get", rv, ExprRV)
         if isinstance(rv, LoopRV):
             func_name, var = self._loop("get", rv)
+            if location_mark(var) is not None:
+                return var  # a sampled root/inline location, not a loop
             return find_loop_path(self._mod[func_name], "get", var)[-1]  # type: ignore[return-value]
         func_name, name = self._block("get", rv)
         return find_block_path(self._mod[func_name], "get", name)[-1]  # type: ignore[return-value]
@@ -365,12 +370,458 @@ class Schedule:
 
     # ------------------------------------------------------ compute location
     # compute_at, reverse_compute_at, compute_inline, reverse_compute_inline
+    def compute_at(
+        self,
+        block: BlockRV,
+        loop: LoopRV,
+        preserve_unit_loops: bool = False,
+        index: int = -1,
+    ) -> None:
+        """Move producer ``block`` under ``loop`` (a loop of its consumers), computing
+        at each iteration exactly the region they read there.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.elementwise_chain(64, 8))
+        >>> n, c = sch.get_loops(sch.get_block("batch_norm"))
+        >>> sch.compute_at(sch.get_block("relu"), n)
+        >>> [lp.loop_var.name for lp in map(sch.get, sch.get_loops(sch.get_block("relu")))]
+        ['n', 'ax0']
+        """
+        func_name, name = self._block("compute_at", block)
+        _, var = self._loop("compute_at", loop)
+        mark = location_mark(var)
+        if mark is COMPUTE_ROOT:  # a sampled "stay at the root": nothing moves
+            func = self._mod[func_name]
+        elif mark is COMPUTE_INLINE:  # a sampled "inline"
+            func = CI.compute_inline(self._mod[func_name], name)
+        else:
+            func = CA.compute_at(
+                self._mod[func_name], name, var, bool(preserve_unit_loops), index
+            )
+        self._commit(
+            "ComputeAt",
+            {"block": block, "loop": loop, "preserve_unit_loops": bool(preserve_unit_loops),
+             "index": index},
+            (), func,
+        )
+
+    def reverse_compute_at(
+        self,
+        block: BlockRV,
+        loop: LoopRV,
+        preserve_unit_loops: bool = False,
+        index: int = -1,
+    ) -> None:
+        """Move consumer ``block`` under ``loop`` (a loop of its producers), covering
+        at each iteration exactly the region they produce there."""
+        func_name, name = self._block("reverse_compute_at", block)
+        _, var = self._loop("reverse_compute_at", loop)
+        func = CA.reverse_compute_at(
+            self._mod[func_name], name, var, bool(preserve_unit_loops), index
+        )
+        self._commit(
+            "ReverseComputeAt",
+            {"block": block, "loop": loop, "preserve_unit_loops": bool(preserve_unit_loops),
+             "index": index},
+            (), func,
+        )
+
+    def compute_inline(self, block: BlockRV) -> None:
+        """Inline producer ``block`` into its consumers; its buffer disappears."""
+        func_name, name = self._block("compute_inline", block)
+        func = CI.compute_inline(self._mod[func_name], name)
+        self._commit("ComputeInline", {"block": block}, (), func)
+
+    def reverse_compute_inline(self, block: BlockRV) -> None:
+        """Fold consumer ``block`` into its only producer's store."""
+        func_name, name = self._block("reverse_compute_inline", block)
+        func = CI.reverse_compute_inline(self._mod[func_name], name)
+        self._commit("ReverseComputeInline", {"block": block}, (), func)
+
 
     # ------------------------------------------------------ caching and storage
     # cache_read, cache_write, set_scope, storage_align
+    def _cache_consumers(
+        self, primitive: str, func_name: str, consumer_blocks: Sequence[BlockRV | str] | None
+    ) -> tuple[list[BlockRV], list[str]]:
+        """Handles and names of ``consumer_blocks``; a block name is turned into a
+        handle with ``get_block`` (recorded in the trace, as TVM does)."""
+        if consumer_blocks is None:
+            return [], []
+        if isinstance(consumer_blocks, (str, BlockRV)) or not isinstance(
+            consumer_blocks, (list, tuple)
+        ):
+            raise InvalidScheduleArgumentError(
+                primitive,
+                f"consumer_blocks must be a list of blocks, got {consumer_blocks!r}",
+                self._mod[func_name],
+            )
+        func = self._mod[func_name]
+        for b in consumer_blocks:
+            if isinstance(b, str) and find_block(func, b) is None:
+                raise BlockNotFoundError(
+                    primitive, f'no block named "{b}" in function "{func_name}"', func
+                )
+        rvs = [self.get_block(b, func_name) if isinstance(b, str) else b for b in consumer_blocks]
+        names = []
+        for rv in rvs:
+            fname, name = self._block(primitive, rv)
+            if fname != func_name:
+                raise InvalidScheduleArgumentError(
+                    primitive,
+                    f'consumer block "{name}" is in function "{fname}", not "{func_name}"',
+                    func,
+                )
+            names.append(name)
+        return rvs, names
+
+    def _cache(
+        self,
+        primitive: str,
+        block: BlockRV,
+        buffer_index: int | str,
+        storage_scope: str,
+        consumer_blocks: Sequence[BlockRV | str] | None,
+    ) -> BlockRV:
+        from .errors import ScheduleError
+        from .primitives import cache as C
+
+        func_name, name = self._block(primitive, block)
+        kind = "read" if primitive == "cache_read" else "write"
+        saved = (self._trace, dict(self._rvs))
+        try:
+            rvs, names = self._cache_consumers(primitive, func_name, consumer_blocks)
+            func = self._mod[func_name]
+            index = C.resolve_buffer_index(func, primitive, name, buffer_index, kind)
+            run = C.cache_read if kind == "read" else C.cache_write
+            func, new_name = run(func, name, index, storage_scope, names or None)
+        except ScheduleError:
+            self._trace, self._rvs = saved  # undo get_block of consumer names
+            raise
+        rv = self._new(BlockRV, (func_name, new_name))
+        args = {
+            "block": block,
+            f"{kind}_buffer_index": index,
+            "storage_scope": storage_scope,
+            "consumer_blocks": rvs,
+        }
+        self._commit("CacheRead" if kind == "read" else "CacheWrite", args, [rv], func)
+        return rv
+
+    def cache_read(
+        self,
+        block: BlockRV,
+        read_buffer_index: int | str,
+        storage_scope: str,
+        consumer_blocks: Sequence[BlockRV | str] | None = None,
+    ) -> BlockRV:
+        """Copy a buffer ``block`` reads into a new buffer of ``storage_scope``
+        (``"shared"``, ``"local"``...) with a new block; returns that block.
+
+        The buffer is ``block``'s ``read_buffer_index``-th read (or its name). The new
+        buffer and block are named ``<buffer>_<scope>``; the copy goes right before the
+        first consumer (first in the scope for a function input); every block of the
+        scope that reads the buffer (or only ``consumer_blocks``) reads the copy.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(64, 64, 64))
+        >>> a_shared = sch.cache_read(sch.get_block("C"), 0, "shared")
+        >>> sch.get(a_shared).name, [r.buffer.name for r in sch.get(sch.get_block("C")).reads]
+        ('A_shared', ['A_shared', 'B'])
+        """
+        return self._cache("cache_read", block, read_buffer_index, storage_scope, consumer_blocks)
+
+    def cache_write(
+        self,
+        block: BlockRV,
+        write_buffer_index: int | str,
+        storage_scope: str,
+        consumer_blocks: Sequence[BlockRV | str] | None = None,
+    ) -> BlockRV:
+        """Make ``block`` write into a new buffer of ``storage_scope`` and copy it back
+        with a new block right after; returns that block (``C_local`` for ``C``).
+
+        Consumers keep reading the original buffer, except ``consumer_blocks``, which
+        read the cache directly.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(64, 64, 64))
+        >>> c_local = sch.cache_write(sch.get_block("C"), 0, "local")
+        >>> [w.buffer.name for w in sch.get(sch.get_block("C")).writes], sch.get(c_local).name
+        (['C_local'], 'C_local')
+        """
+        return self._cache(
+            "cache_write", block, write_buffer_index, storage_scope, consumer_blocks
+        )
+
+    def set_scope(self, block: BlockRV, buffer_index: int | str, storage_scope: str) -> None:
+        """Move the ``buffer_index``-th buffer ``block`` writes (an allocated buffer, not
+        a parameter) to ``storage_scope``; it is renamed ``<name>_<scope>``."""
+        from .primitives import cache as C
+
+        func_name, name = self._block("set_scope", block)
+        func = self._mod[func_name]
+        index = C.resolve_buffer_index(
+            func, "set_scope", name, buffer_index, "write", "buffer_index"
+        )
+        func = C.set_scope(func, name, index, storage_scope)
+        args = {"block": block, "buffer_index": index, "storage_scope": storage_scope}
+        self._commit("SetScope", args, (), func)
+
+    def storage_align(
+        self, block: BlockRV, buffer_index: int | str, axis: int, factor: int, offset: int
+    ) -> None:
+        """Pad the ``buffer_index``-th buffer ``block`` writes so that the stride of
+        dimension ``axis`` is ``k * factor + offset`` (avoids shared-memory bank
+        conflicts); recorded as the block annotation ``buffer_dim_align``."""
+        from .primitives import cache as C
+        from .primitives import layout as L
+
+        func_name, name = self._block("storage_align", block)
+        func = self._mod[func_name]
+        index = C.resolve_buffer_index(
+            func, "storage_align", name, buffer_index, "write", "buffer_index"
+        )
+        func = L.storage_align(func, name, index, axis, factor, offset)
+        args = {
+            "block": block,
+            "buffer_index": index,
+            "axis": axis,
+            "factor": factor,
+            "offset": offset,
+        }
+        self._commit("StorageAlign", args, (), func)
 
     # ------------------------------------------------------ reductions and blocks
     # decompose_reduction, rfactor, blockize, add_unit_loop
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        """Move reduction ``block``'s init into a new block ``<name>_init`` placed right
+        before ``loop``; ``block`` becomes ``<name>_update`` (its handle follows it).
+        Returns the init block. ``loop`` must be above the block and above every loop
+        its reduce iter vars use.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.mm_relu(128, 128, 128))
+        >>> blk = sch.get_block("Y")
+        >>> i, j, k = sch.get_loops(blk)
+        >>> j0, j1 = sch.split(j, factors=[None, 4])
+        >>> sch.reorder(j0, k, j1)
+        >>> init = sch.decompose_reduction(blk, k)
+        >>> sch.get(init).name, sch.get(blk).name
+        ('Y_init', 'Y_update')
+        >>> [sch.get(lp).loop_var.name for lp in sch.get_loops(init)]
+        ['i', 'j_0', 'j_1_init']
+        """
+        from .primitives import reduction as R
+
+        func_name, name = self._block("decompose_reduction", block)
+        loop_func, var = self._loop("decompose_reduction", loop)
+        if loop_func != func_name:
+            raise InvalidScheduleArgumentError(
+                "decompose_reduction",
+                f'block "{name}" and loop "{var.name}" are in different functions',
+                self._mod[func_name],
+            )
+        func, init_name, update_name = R.decompose_reduction(self._mod[func_name], name, var)
+        rv = self._new(BlockRV, (func_name, init_name))
+        self._commit("DecomposeReduction", {"block": block, "loop": loop}, [rv], func)
+        for other, value in list(self._rvs.items()):
+            if isinstance(other, BlockRV) and value == (func_name, name):
+                self._rvs[other] = (func_name, update_name)
+        return rv
+
+    def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
+        """Factorize the reduction under ``loop``: a new block ``<name>_rf`` computes
+        partial results into ``<buffer>_rf`` (one more dimension, of ``loop``'s extent,
+        at ``factor_axis``); the original block sums them. Returns the rfactor block.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+        >>> blk = sch.get_block("C")
+        >>> i, j, k = sch.get_loops(blk)
+        >>> k0, k1 = sch.split(k, factors=[None, 4])
+        >>> rf = sch.rfactor(k1, factor_axis=0)
+        >>> sch.get(rf).name, [b.name for b in sch.func.body.alloc_buffers]
+        ('C_rf', ['C_rf'])
+        """
+        from .primitives import reduction as R
+
+        func_name, var = self._loop("rfactor", loop)
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int):
+            raise InvalidScheduleArgumentError(
+                "rfactor",
+                f'factor_axis for loop "{var.name}" must be an integer, got {factor_axis!r}',
+                self._mod[func_name],
+                loops=[var],
+            )
+        func, rf_name = R.rfactor(self._mod[func_name], var, factor_axis)
+        rv = self._new(BlockRV, (func_name, rf_name))
+        self._commit("RFactor", {"loop": loop, "factor_axis": factor_axis}, [rv], func)
+        return rv
+
+    def blockize(self, target: LoopRV, preserve_unit_iters: bool = True) -> BlockRV:
+        """Wrap the loop nest under ``target`` (one block inside) into a new block
+        ``<name>_o`` whose iter vars range over the loops above ``target``. Returns it.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+        >>> i, j, k = sch.get_loops(sch.get_block("C"))
+        >>> i0, i1 = sch.split(i, factors=[None, 4])
+        >>> outer = sch.blockize(i1)
+        >>> sch.get(outer).name, [iv.var.name for iv in sch.get(outer).iter_vars]
+        ('C_o', ['vi_o', 'vj_o', 'vk_o'])
+        """
+        from .primitives import blockize as BZ
+
+        func_name, var = self._loop("blockize", target)
+        func, name = BZ.blockize(self._mod[func_name], var, bool(preserve_unit_iters))
+        rv = self._new(BlockRV, (func_name, name))
+        self._commit(
+            "Blockize",
+            {"target": target, "preserve_unit_iters": bool(preserve_unit_iters)},
+            [rv],
+            func,
+        )
+        return rv
+
+    def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
+        """Add ``for u in range(1)`` right above a block or loop; returns the new loop.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+        >>> u = sch.add_unit_loop(sch.get_block("C"))
+        >>> [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block("C"))]
+        ['i', 'j', 'k', 'u']
+        """
+        from .primitives import blockize as BZ
+
+        func_name, target = self._loop_or_block("add_unit_loop", block_or_loop)
+        func, var = BZ.add_unit_loop(self._mod[func_name], target)
+        rv = self._new(LoopRV, (func_name, var))
+        self._commit("AddUnitLoop", {"block_or_loop": block_or_loop}, [rv], func)
+        return rv
 
     # ------------------------------------------------------ thread binding and sampling
     # bind, sample_perfect_tile, sample_categorical, sample_compute_location
+    def bind(self, loop: LoopRV, thread_axis: str) -> None:
+        """Bind ``loop`` to a GPU thread axis: ``blockIdx``, ``threadIdx`` or ``vthread``
+        with ``.x``, ``.y`` or ``.z``. The loop must be serial and data-parallel.
+
+        The C target runs thread-bound loops as ordinary serial loops, so a GPU
+        schedule can be checked numerically on a CPU (``wb.verify``).
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(128, 128, 128))
+        >>> i, j, k = sch.get_loops(sch.get_block("C"))
+        >>> i0, i1 = sch.split(i, factors=[None, 32])
+        >>> sch.bind(i0, "blockIdx.x")
+        >>> sch.bind(i1, "threadIdx.x")
+        >>> print(sch.trace.lines()[-1])
+        sch.bind(loop=l5, thread_axis="threadIdx.x")
+        >>> "for i_0 in T.thread_binding(4, thread=\\"blockIdx.x\\"):" in sch.mod.script()
+        True
+        """
+        from .primitives.for_kind import bind
+
+        func_name, var = self._loop("bind", loop)
+        func = bind(self._mod[func_name], var, thread_axis)
+        self._commit("Bind", {"loop": loop, "thread_axis": thread_axis}, (), func)
+
+    def sample_perfect_tile(
+        self,
+        loop: LoopRV,
+        n: int,
+        max_innermost_factor: int = 16,
+        decision: Sequence[int] | None = None,
+    ) -> list[ExprRV]:
+        """Sample ``n`` tile sizes whose product is ``loop``'s extent, the innermost at
+        most ``max_innermost_factor`` (``-1``: no limit); usable as split factors.
+
+        Without ``decision`` the tiling is drawn uniformly among all such tilings from
+        the schedule's random generator (``Schedule(func, seed=...)``); with it, the
+        decision is validated and used. The trace records the decision.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(128, 128, 128), seed=0)
+        >>> i, j, k = sch.get_loops(sch.get_block("C"))
+        >>> v0, v1 = sch.sample_perfect_tile(j, n=2, decision=[8, 16])
+        >>> j0, j1 = sch.split(j, factors=[v0, v1])
+        >>> print(sch.trace.lines()[2])
+        v4, v5 = sch.sample_perfect_tile(loop=l2, n=2, max_innermost_factor=16, decision=[8, 16])
+        >>> sch.get(v0), sch.get(j1).extent
+        (8, 16)
+        """
+        from .primitives import sampling
+
+        func_name, var = self._loop("sample_perfect_tile", loop)
+        tiles = sampling.sample_perfect_tile(
+            self._mod[func_name], var, n, max_innermost_factor, self._rng, decision
+        )
+        rvs = [self._new(ExprRV, t) for t in tiles]
+        self._commit(
+            "SamplePerfectTile",
+            {"loop": loop, "n": n, "max_innermost_factor": max_innermost_factor},
+            rvs,
+            decision=tuple(tiles),
+        )
+        return rvs  # type: ignore[return-value]
+
+    def sample_categorical(
+        self,
+        candidates: Sequence[int],
+        probs: Sequence[float],
+        decision: int | None = None,
+    ) -> ExprRV:
+        """Sample one of ``candidates`` with probabilities ``probs`` (non-negative,
+        normalised by their sum). The decision, as in TVM, is the chosen index.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16), seed=0)
+        >>> v = sch.sample_categorical([0, 16, 64, 512], [0.25] * 4, decision=2)
+        >>> sch.get(v)
+        64
+        >>> print(sch.trace.lines()[0])
+        v0 = sch.sample_categorical(candidates=[0, 16, 64, 512], probs=[0.25, 0.25, 0.25, 0.25], decision=2)
+        """  # noqa: E501
+        from .primitives import sampling
+
+        index, cands, weights = sampling.sample_categorical(
+            candidates, probs, self._rng, decision
+        )
+        rv = self._new(ExprRV, cands[index])
+        self._commit(
+            "SampleCategorical",
+            {"candidates": list(cands), "probs": list(weights)},
+            [rv],
+            decision=index,
+        )
+        return rv  # type: ignore[return-value]
+
+    def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
+        """Sample a loop where ``compute_at(block, loop)`` is legal, uniformly among
+        TVM's candidates: ``-2`` inline (if ``compute_inline`` would accept it), ``-1``
+        root (leave it where it is), or ``i``, the position of a loop among the loops
+        above the block's first consumer. The decision is that number.
+
+        For ``-1`` and ``-2`` the returned handle refers to no loop but to
+        :data:`~workbench.schedule.primitives.sampling.COMPUTE_ROOT` /
+        ``COMPUTE_INLINE`` (TVM returns its special root/inline loop handles there):
+        ``compute_at`` with it leaves the block at the root or inlines it.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.mm_relu(32, 32, 32), seed=0)
+        >>> loc = sch.sample_compute_location(sch.get_block("Y"), decision=0)
+        >>> sch.get(loc).loop_var.name
+        'i'
+        >>> print(sch.trace.lines()[-1])
+        l1 = sch.sample_compute_location(block=b0, decision=0)
+        """
+        from .primitives import sampling
+
+        func_name, name = self._block("sample_compute_location", block)
+        index, target = sampling.sample_compute_location(
+            self._mod[func_name], name, self._rng, decision
+        )
+        rv = self._new(LoopRV, (func_name, target))
+        self._commit("SampleComputeLocation", {"block": block}, [rv], decision=index)
+        return rv  # type: ignore[return-value]

@@ -85,6 +85,8 @@ class Kind:
     tirx_method: str | None = None
     bool_attrs: tuple[str, ...] = ()
     sampling: bool = False  # takes a ``decision`` (sample_* instructions)
+    # arguments TVM leaves out of the printed call when they hold this (empty) value
+    omit_empty: tuple[str, ...] = ()
 
     @property
     def print_order(self) -> tuple[str, ...]:
@@ -151,12 +153,102 @@ for _k in (
     register_kind(_k)
 
 # compute location ------------------------------------------------------------
+for _k in (
+    Kind("ComputeAt", "compute_at", inputs=("block", "loop"),
+         attrs=("preserve_unit_loops", "index"), bool_attrs=("preserve_unit_loops",)),
+    Kind("ReverseComputeAt", "reverse_compute_at", inputs=("block", "loop"),
+         attrs=("preserve_unit_loops", "index"), bool_attrs=("preserve_unit_loops",)),
+    Kind("ComputeInline", "compute_inline", inputs=("block",)),
+    Kind("ReverseComputeInline", "reverse_compute_inline", inputs=("block",)),
+):
+    register_kind(_k)
 
 # caching and storage ---------------------------------------------------------
+# As TVM's InstructionKinds: CacheRead/CacheWrite inputs [block, [consumer_blocks]]
+# (the list nested in JSON, empty when none was given), attrs [index, scope].
+register_kind(
+    Kind(
+        "CacheRead",
+        "cache_read",
+        inputs=("block", "consumer_blocks"),
+        attrs=("read_buffer_index", "storage_scope"),
+        order=("block", "read_buffer_index", "storage_scope", "consumer_blocks"),
+        omit_empty=("consumer_blocks",),
+        outputs="single",
+    )
+)
+register_kind(
+    Kind(
+        "CacheWrite",
+        "cache_write",
+        inputs=("block", "consumer_blocks"),
+        attrs=("write_buffer_index", "storage_scope"),
+        order=("block", "write_buffer_index", "storage_scope", "consumer_blocks"),
+        omit_empty=("consumer_blocks",),
+        outputs="single",
+    )
+)
+register_kind(
+    Kind("SetScope", "set_scope", inputs=("block",), attrs=("buffer_index", "storage_scope"))
+)
+register_kind(
+    Kind(
+        "StorageAlign",
+        "storage_align",
+        inputs=("block",),
+        attrs=("buffer_index", "axis", "factor", "offset"),
+    )
+)
 
 # reductions and blocks -------------------------------------------------------
+register_kind(
+    Kind("DecomposeReduction", "decompose_reduction", inputs=("block", "loop"), outputs="single")
+)
+register_kind(
+    Kind("RFactor", "rfactor", inputs=("loop",), attrs=("factor_axis",), outputs="single")
+)
+register_kind(
+    Kind(
+        "Blockize",
+        "blockize",
+        inputs=("target",),
+        attrs=("preserve_unit_iters",),
+        outputs="single",
+        bool_attrs=("preserve_unit_iters",),
+    )
+)
+register_kind(Kind("AddUnitLoop", "add_unit_loop", inputs=("block_or_loop",), outputs="single"))
 
 # thread binding and sampling -------------------------------------------------
+register_kind(Kind("Bind", "bind", inputs=("loop",), attrs=("thread_axis",)))
+register_kind(
+    Kind(
+        "SamplePerfectTile",
+        "sample_perfect_tile",
+        inputs=("loop",),
+        attrs=("n", "max_innermost_factor"),
+        outputs="list",
+        sampling=True,
+    )
+)
+register_kind(
+    Kind(
+        "SampleCategorical",
+        "sample_categorical",
+        attrs=("candidates", "probs"),
+        outputs="single",
+        sampling=True,
+    )
+)
+register_kind(
+    Kind(
+        "SampleComputeLocation",
+        "sample_compute_location",
+        inputs=("block",),
+        outputs="single",
+        sampling=True,
+    )
+)
 
 
 
@@ -211,6 +303,8 @@ def inst_to_python(inst: Instruction, names: dict[RV, str], syntax: str = "class
     parts = []
     for name in spec.print_order:
         value = args[name]
+        if name in spec.omit_empty and not value:
+            continue
         if name in spec.positional:
             parts.extend(_py_value(x, names) for x in value)
         else:
@@ -315,9 +409,12 @@ class Trace:
         show(self.script(syntax))
 
     # -- JSON
-    def as_json_obj(self) -> list:
-        """TVM's JSON shape as Python lists: ``[[insts], [decisions]]``."""
+    def as_json_obj(self, syntax: str = "classic") -> list:
+        """TVM's JSON shape as Python lists: ``[[insts], [decisions]]``.
+
+        ``syntax="tirx"`` uses the kind names of TVM >= 0.24 (``GetSBlock``...)."""
         names = _assign_names(self.insts)
+        rename = {v: k for k, v in ALIASES.items()} if syntax == "tirx" else {}
         insts, decisions = [], []
         for idx, inst in enumerate(self.insts):
             spec = inst.spec
@@ -329,14 +426,16 @@ class Trace:
                 else:
                     inputs.append(_json_input(args[n], names))
             attrs = [_json_attr(args[n]) for n in spec.attrs]
-            insts.append([spec.name, inputs, attrs, [names[o] for o in inst.outputs]])
+            kind = rename.get(spec.name, spec.name)
+            insts.append([kind, inputs, attrs, [names[o] for o in inst.outputs]])
             if inst.decision is not None:
                 decisions.append([idx, _json_attr(inst.decision)])
         return [insts, decisions]
 
-    def as_json(self, indent: int | None = None) -> str:
-        """The trace as JSON text (TVM's shape); load it back with :meth:`from_json`."""
-        return json.dumps(self.as_json_obj(), indent=indent)
+    def as_json(self, indent: int | None = None, syntax: str = "classic") -> str:
+        """The trace as JSON text (TVM's shape); load it back with :meth:`from_json`.
+        ``syntax="tirx"`` writes TVM >= 0.24 kind names, which that TVM replays."""
+        return json.dumps(self.as_json_obj(syntax), indent=indent)
 
     @staticmethod
     def from_json(data: str | list) -> Trace:
@@ -460,9 +559,25 @@ class Trace:
                 )
             env.update(zip(inst.outputs, outs, strict=True))
 
-    def with_decision(self, index: int, decision: Any) -> Trace:
-        """A copy with instruction ``index``'s decision replaced."""
+    def with_decision(self, index: int | Instruction, decision: Any) -> Trace:
+        """A copy with instruction ``index``'s decision replaced. ``index`` may also be
+        the instruction itself, as in TVM's ``trace.with_decision(inst, decision)``.
+        The decision is checked against the loop/block when the trace is replayed."""
         insts = list(self.insts)
+        if isinstance(index, Instruction):
+            found = [i for i, x in enumerate(insts) if x is index]
+            if not found:
+                raise TraceError("with_decision", "the instruction is not part of this trace")
+            index = found[0]
+        if isinstance(index, bool) or not isinstance(index, int) or not (
+            -len(insts) <= index < len(insts)
+        ):
+            raise TraceError(
+                "with_decision", f"no step {index!r} in a trace of {len(insts)} instructions"
+            )
+        index %= len(insts)
+        if isinstance(decision, list):
+            decision = tuple(decision)
         _check_decision(index, insts[index].spec, decision)
         insts[index] = replace(insts[index], decision=decision)
         return Trace(insts)
@@ -622,6 +737,8 @@ def _inst_from_ast(step: int, node: ast.stmt, symbols: dict[str, RV]) -> Instruc
         else:
             args[kw.arg] = value
     order = tuple(n.lstrip("*") for n in spec.inputs) + spec.attrs
+    for name in spec.omit_empty:
+        args.setdefault(name, [])
     missing = [n for n in order if n not in args]
     extra = [n for n in args if n not in order]
     if missing or extra:

@@ -1,0 +1,332 @@
+"""Blocks and unit loops: blockize and add_unit_loop.
+
+``blockize(i_1)`` wraps the loop nest under ``i_1`` (holding exactly one block) in a new
+outer block ``<block>_o``. Every iter var ``v`` of the block is divided between the
+loops above ``i_1`` (the outer block's iter var ``v_o``) and the loops from ``i_1`` down
+(the inner block's iter var ``v_i``); the inner block's body uses ``v_o * e + v_i``.
+The outer block's reads and writes are the inner ones relaxed over the inner loops.
+Before, with ``i`` and ``j`` of ``B = A * 2`` split by 16::
+
+    for i_0, j_0, i_1, j_1 in T.grid(8, 8, 16, 16):
+        with T.block("B"):
+            vi = T.axis.spatial(128, i_0 * 16 + i_1)
+            vj = T.axis.spatial(128, j_0 * 16 + j_1)
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+
+after ``blockize(i_1)`` (as TVM prints it)::
+
+    for i_0, j_0 in T.grid(8, 8):
+        with T.block("B_o"):
+            vi_o, vj_o = T.axis.remap("SS", [i_0, j_0])
+            T.reads(A[vi_o * 16:vi_o * 16 + 16, vj_o * 16:vj_o * 16 + 16])
+            T.writes(B[vi_o * 16:vi_o * 16 + 16, vj_o * 16:vj_o * 16 + 16])
+            for i_1, j_1 in T.grid(16, 16):
+                with T.block("B"):
+                    vi_i, vj_i = T.axis.remap("SS", [i_1, j_1])
+                    B[vi_o * 16 + vi_i, vj_o * 16 + vj_i] = A[...] * T.float32(2)
+
+A reduction block's ``init`` moves to the outer block, as a block ``<block>_init`` under
+copies of the inner loops it needs.
+
+``add_unit_loop(block_or_loop)`` puts ``for u in range(1)`` right above a block or loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...ir import (
+    And,
+    Block,
+    For,
+    IntImm,
+    IterVar,
+    PrimExpr,
+    PrimFunc,
+    Stmt,
+    Var,
+    const,
+)
+from ...ir.analysis import iter_blocks, loops_above
+from ...ir.functor import expr_vars, substitute, uses_var
+from ...ir.simplify import _build, _linear, simplify
+from ..errors import ScheduleError
+from ._common import (
+    child_block_names,
+    find_block_path,
+    find_loop_path,
+    fresh_name,
+    is_root,
+    replace_path,
+    used_names,
+)
+
+# ---------------------------------------------------------------------------
+# errors
+
+
+class NotSingleBlockError(ScheduleError):
+    """The loop must have exactly one block under it, in a perfect loop nest for
+    blockize (rfactor, blockize)."""
+
+
+class SubspaceNotDivisibleError(ScheduleError):
+    """``blockize``: a binding or the predicate of the block cannot be split into a part
+    over the loops above the target loop and a part over the loops from it down."""
+
+
+class RootBlockError(ScheduleError):
+    """``add_unit_loop``: the root block cannot get a loop above it."""
+
+
+# ---------------------------------------------------------------------------
+# blockize
+
+
+def _divide(
+    value: PrimExpr, extent: int, inner: dict[Var, int]
+) -> tuple[PrimExpr, int, PrimExpr, int] | None:
+    """Write ``value`` as ``outer * e + inner_part`` with ``outer`` over loops not in
+    ``inner`` and ``inner_part`` in ``[0, e)`` over loops in ``inner`` (var -> extent).
+
+    Returns ``(outer_binding, outer_extent, inner_binding, e)`` or None.
+    """
+    vars_ = expr_vars(value)
+    zero = const(0)
+    if not vars_ & inner.keys():
+        return value, extent, zero, 1
+    if vars_ <= inner.keys():
+        return zero, 1, value, extent
+    terms, cst = _linear(value)
+    if any(not isinstance(t, Var) or c <= 0 for t, c in terms):
+        return None
+    in_terms = sorted(((t, c) for t, c in terms if t in inner and inner[t] > 1), key=lambda x: x[1])
+    out_terms = [(t, c) for t, c in terms if t not in inner]
+    stride = 1
+    for t, c in in_terms:
+        if c != stride:
+            return None
+        stride *= inner[t]
+    if any(c % stride for _, c in out_terms) or cst % stride or extent % stride:
+        return None
+    outer = _build([(t, c // stride) for t, c in out_terms], cst // stride, value.dtype)
+    return outer, extent // stride, _build(in_terms, 0, value.dtype), stride
+
+
+def _split_predicate(pred: PrimExpr, inner: set[Var]) -> tuple[list, list, PrimExpr | None]:
+    """(outer conjuncts, inner conjuncts, first conjunct mixing both or None)."""
+    outer_parts, inner_parts = [], []
+    stack = [pred]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, IntImm) and c.value:
+            continue
+        if isinstance(c, And):
+            stack.extend((c.b, c.a))
+            continue
+        used = expr_vars(c)
+        if not used & inner:
+            outer_parts.append(c)
+        elif used <= inner:
+            inner_parts.append(c)
+        else:
+            return outer_parts, inner_parts, c
+    return outer_parts, inner_parts, None
+
+
+def conjuncts(pred: PrimExpr) -> list[PrimExpr]:
+    """The conjuncts of ``pred`` (none for ``True``)."""
+    if isinstance(pred, IntImm) and pred.value:
+        return []
+    if isinstance(pred, And):
+        return conjuncts(pred.a) + conjuncts(pred.b)
+    return [pred]
+
+
+def and_all(parts: list[PrimExpr]) -> PrimExpr:
+    """``parts[0] and parts[1] and ...`` (``True`` for none)."""
+    out: PrimExpr = const(True)
+    for p in parts:
+        out = p if isinstance(out, IntImm) else And(out, p)
+    return out
+
+
+def block_names_in(func: PrimFunc) -> set[str]:
+    """Names of every block of ``func`` (block names live apart from loop names)."""
+    return {b.name for b in iter_blocks(func.body)}
+
+
+def single_block_under(
+    primitive: str, func: PrimFunc, loop_var: Var
+) -> tuple[list[Stmt], list[Stmt]]:
+    """(path to the loop, path to the only block under it) or NotSingleBlockError."""
+    lpath = find_loop_path(func, primitive, loop_var)
+    kids = child_block_names(lpath[-1])
+    if len(kids) != 1:
+        what = "no block" if not kids else f"{len(kids)} blocks ({', '.join(sorted(kids))})"
+        raise NotSingleBlockError(
+            primitive,
+            f'loop "{loop_var.name}" has {what} under it; {primitive} needs exactly one',
+            func,
+            loops=[loop_var],
+        )
+    return lpath, find_block_path(func, primitive, next(iter(kids)))
+
+
+def blockize(
+    func: PrimFunc, loop_var: Var, preserve_unit_iters: bool = True
+) -> tuple[PrimFunc, str]:
+    """Wrap the loop nest under ``loop_var`` into a new block; returns
+    ``(new_func, outer_block_name)``.
+
+    The loops from ``loop_var`` down to the block must form a perfect nest around
+    exactly one block, and every binding must divide into an outer part (loops above
+    ``loop_var``) times the inner extent plus an inner part (the inner loops, as a
+    mixed-radix sum) -- bindings over one side only always divide. With
+    ``preserve_unit_iters=False`` loops of extent 1 count as 0 in the bindings.
+    """
+    p = "blockize"
+    lpath, bpath = single_block_under(p, func, loop_var)
+    loop: For = lpath[-1]  # type: ignore[assignment]
+    name = bpath[-1].name  # type: ignore[attr-defined]
+    block: Block = bpath[-1]  # type: ignore[assignment]
+    start = next(i for i, s in enumerate(bpath) if s is loop)
+    nest = bpath[start:-1]
+    for outer, inner in zip(nest, bpath[start + 1 :], strict=True):
+        if not isinstance(outer, For) or outer.body is not inner:
+            raise NotSingleBlockError(
+                p,
+                f'the statements under loop "{loop_var.name}" are not a perfect loop nest '
+                f'around block "{name}"',
+                func,
+                loops=[loop_var],
+                blocks=[name],
+            )
+    inner_loops: list[For] = nest  # type: ignore[assignment]
+    inner_ext = {lp.loop_var: lp.extent for lp in inner_loops}
+    values = list(block.iter_values)
+    if not preserve_unit_iters:
+        units = {lp.loop_var: const(0) for lp in loops_above(bpath) if lp.extent == 1}
+        values = [simplify(substitute(v, units)) for v in values]
+
+    def not_divisible(what: str) -> SubspaceNotDivisibleError:
+        return SubspaceNotDivisibleError(
+            p,
+            f'{what} of block "{name}" cannot be divided between the loops above '
+            f'loop "{loop_var.name}" and the loops from it down',
+            func,
+            loops=[loop_var],
+            blocks=[name],
+        )
+
+    outer_ivs, outer_vals, inner_ivs, inner_vals = [], [], [], []
+    subst: dict[Var, PrimExpr] = {}
+    for iv, value in zip(block.iter_vars, values, strict=True):
+        parts = _divide(value, iv.extent, inner_ext)
+        if parts is None:
+            raise not_divisible(f"the binding {iv.var.name} = {value}")
+        o_val, o_ext, i_val, i_ext = parts
+        o_var = Var(f"{iv.var.name}_o", iv.var.dtype)
+        outer_ivs.append(IterVar(o_var, o_ext, iv.kind))
+        outer_vals.append(o_val)
+        if i_ext == 1:
+            subst[iv.var] = const(0) if (o_ext == 1 and not preserve_unit_iters) else o_var
+            continue
+        i_var = Var(f"{iv.var.name}_i", iv.var.dtype)
+        inner_ivs.append(IterVar(i_var, i_ext, iv.kind))
+        inner_vals.append(i_val)
+        subst[iv.var] = i_var if o_ext == 1 else o_var * i_ext + i_var
+    outer_pred, inner_pred, mixed = _split_predicate(block.predicate, set(inner_ext))
+    if mixed is not None:
+        raise not_divisible(f"the predicate {mixed}")
+    body = substitute(block.body, subst)
+    init = substitute(block.init, subst) if block.init is not None else None
+    inner_block = replace(
+        block,
+        iter_vars=tuple(inner_ivs),
+        iter_values=tuple(inner_vals),
+        body=body,
+        init=None,
+        predicate=and_all(inner_pred),
+        reads=None,
+        writes=None,
+    )
+    taken = block_names_in(func)
+    inner_nest: Stmt = inner_block
+    for lp in reversed(inner_loops):
+        inner_nest = lp.with_body(inner_nest)
+    outer_init = None
+    if init is not None:
+        outer_init = _outer_init(init, inner_block, inner_loops, fresh_name(f"{name}_init", taken))
+    outer = Block(
+        fresh_name(f"{name}_o", taken),
+        tuple(outer_ivs),
+        tuple(outer_vals),
+        inner_nest,
+        outer_init,
+        and_all(outer_pred),
+    )
+    return replace_path(func, lpath, outer), outer.name
+
+
+def _outer_init(init: Stmt, inner: Block, loops: list[For], name: str) -> Stmt:
+    """The init of the outer block: a block ``name`` doing ``init`` under copies of the
+    inner loops its spatial iter vars need (TVM's GenerateOuterInit)."""
+    ivs, vals, sub = [], [], {}
+    for iv, value in zip(inner.iter_vars, inner.iter_values, strict=True):
+        if iv.kind == "S" and _stmt_uses(init, iv.var):
+            new = Var(f"{iv.var.name}_init", iv.var.dtype)
+            sub[iv.var] = new
+            ivs.append(IterVar(new, iv.extent, "S"))
+            vals.append(value)
+    loop_sub: dict[Var, PrimExpr] = {}
+    used = [lp for lp in loops if any(uses_var(v, lp.loop_var) for v in vals)]
+    for lp in used:
+        loop_sub[lp.loop_var] = Var(lp.loop_var.name, lp.loop_var.dtype)
+    stmt: Stmt = Block(
+        name,
+        tuple(ivs),
+        tuple(substitute(v, loop_sub) for v in vals),
+        substitute(init, sub),
+        None,
+        substitute(inner.predicate, loop_sub),
+    )
+    for lp in reversed(used):
+        stmt = For(loop_sub[lp.loop_var], lp.extent, lp.kind, stmt, lp.thread_tag, lp.annotations)
+    return stmt
+
+
+def _stmt_uses(stmt: Stmt, var: Var) -> bool:
+    from ...ir.functor import iter_stmts, stmt_exprs
+
+    return any(uses_var(e, var) for s in iter_stmts(stmt) for e in stmt_exprs(s))
+
+
+# ---------------------------------------------------------------------------
+# add_unit_loop
+
+
+def add_unit_loop(func: PrimFunc, target: Var | str) -> tuple[PrimFunc, Var]:
+    """Put a loop ``for u in range(1)`` right above loop ``target`` (a loop var) or
+    block ``target`` (a block name); returns ``(new_func, u)``. The block's bindings
+    do not change (the unit loop is not used)."""
+    p = "add_unit_loop"
+    if isinstance(target, Var):
+        path = find_loop_path(func, p, target)
+    else:
+        path = find_block_path(func, p, target)
+        if is_root(path[-1]) and len(path) == 1:  # type: ignore[arg-type]
+            raise RootBlockError(
+                p, f'cannot add a loop above the root block "{target}"', func, blocks=[target]
+            )
+    u = Var(fresh_name("u", used_names(func)))
+    return replace_path(func, path, For(u, 1, "serial", path[-1])), u
+
+
+__all__ = [
+    "NotSingleBlockError",
+    "RootBlockError",
+    "SubspaceNotDivisibleError",
+    "add_unit_loop",
+    "blockize",
+]

@@ -1,0 +1,625 @@
+"""Reductions: decompose_reduction and rfactor.
+
+``decompose_reduction(Y, k)`` moves a reduction block's ``init`` into a block of its
+own, ``Y_init``, placed right before loop ``k`` (under the loops above ``k``); the
+reduction becomes ``Y_update`` without an init. On ``mm_relu`` split and reordered as
+in the MLC course (``split(j, [None, 4])``, ``reorder(j_0, k, j_1)``), before::
+
+    for i, j_0, k, j_1 in T.grid(128, 32, 128, 4):
+        with T.block("Y"):
+            vi = T.axis.spatial(128, i)
+            vj = T.axis.spatial(128, j_0 * 4 + j_1)
+            vk = T.axis.reduce(128, k)
+            with T.init():
+                Y[vi, vj] = T.float32(0)
+            Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+
+and after ``decompose_reduction(Y, k)``::
+
+    for i, j_0 in T.grid(128, 32):
+        for j_1_init in range(4):
+            with T.block("Y_init"):
+                vi = T.axis.spatial(128, i)
+                vj = T.axis.spatial(128, j_0 * 4 + j_1_init)
+                Y[vi, vj] = T.float32(0)
+        for k, j_1 in T.grid(128, 4):
+            with T.block("Y_update"):
+                ...  # the same bindings, no init
+                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+
+``rfactor(k_1, factor_axis)`` factorizes a reduction over loop ``k_1``: an rfactor block
+``<block>_rf`` accumulates partial results into a new buffer ``<buffer>_rf`` that has
+one more dimension (of ``k_1``'s extent, at ``factor_axis``), and the original block
+becomes the write-back block summing that dimension. For ``C = A @ B`` with ``k`` split
+into ``k_0, k_1`` and ``rfactor(k_1, 0)``::
+
+    C_rf = T.alloc_buffer((4, 128, 128))
+    for i, j, k_0, k_1 in T.grid(128, 128, 32, 4):
+        with T.block("C_rf"):
+            vk_1, vi, vj, vk_0 = T.axis.remap("SSSR", [k_1, i, j, k_0])
+            with T.init():
+                C_rf[vk_1, vi, vj] = T.float32(0)
+            C_rf[vk_1, vi, vj] = C_rf[vk_1, vi, vj] + A[vi, vk_0 * 4 + vk_1] * B[...]
+    for i, j, k_1 in T.grid(128, 128, 4):
+        with T.block("C"):
+            vk_1, vi, vj = T.axis.remap("RSS", [k_1, i, j])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + C_rf[vk_1, vi, vj]
+
+Both follow TVM's ``tir.Schedule`` (names, loop structure, legality rules); both are
+pure functions that check first and transform second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ...ir import (
+    Add,
+    Block,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    For,
+    IntImm,
+    IterVar,
+    Max,
+    Min,
+    Mul,
+    PrimExpr,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Sub,
+    Var,
+)
+from ...ir.analysis import collect_buffers, iter_blocks, loops_above
+from ...ir.functor import expr_vars, iter_exprs, substitute, uses_var
+from ...ir.simplify import simplify, struct_key
+from ..errors import ScheduleError
+from ._common import (
+    child_block_names,
+    find_block_path,
+    find_loop_path,
+    fresh_name,
+    is_root,
+    replace_child,
+    replace_path,
+    scope_blocks,
+    scope_of,
+    used_names,
+)
+from .blockize import (
+    NotSingleBlockError,
+    and_all,
+    block_names_in,
+    conjuncts,
+    single_block_under,
+)
+
+# ---------------------------------------------------------------------------
+# errors
+
+
+class NotReductionBlockError(ScheduleError):
+    """The block is not a reduction block: no ``init``, no reduce iter var, bindings that
+    are not quasi-affine, output indexed by a reduce iter var, or another block of its
+    scope writes the same buffer."""
+
+
+class LoopNotAncestorError(ScheduleError):
+    """The loop is not one of the loops above the block (in the block's scope)."""
+
+
+class LoopHeightError(ScheduleError):
+    """``decompose_reduction``: the loop sits below a loop that a reduce iter var of the
+    block depends on, so the init would run inside the reduction."""
+
+
+class NotSerialLoopError(ScheduleError):
+    """``rfactor``: the loop is parallel, vectorized, unrolled or bound to a thread."""
+
+
+class RFactorLoopNotReductionError(ScheduleError):
+    """``rfactor``: the loop is not bound to a reduce iter var of the block (it feeds a
+    spatial iter var, or no iter var at all)."""
+
+
+class LoopMixesIterKindsError(ScheduleError):
+    """``rfactor``: a loop above the block feeds both spatial and reduce iter vars."""
+
+
+class BlockNotFirstError(ScheduleError):
+    """``rfactor``: another block runs before the reduction under the outermost loop."""
+
+
+class UnboundLoopUnderReductionError(ScheduleError):
+    """``rfactor``: a loop (extent > 1) that feeds no iter var sits under a reduction loop."""
+
+
+class ReductionPredicateError(ScheduleError):
+    """``rfactor``: the block's predicate depends on reduction loops, which the write-back
+    block no longer has."""
+
+
+class UnrecognizedReducerError(ScheduleError):
+    """``rfactor``: init and update are not ``X[i] = identity`` and
+    ``X[i] = X[i] op rhs`` with ``op`` one of ``+``, ``*``, ``min``, ``max``."""
+
+
+class FactorAxisOutOfRangeError(ScheduleError, ValueError):
+    """``rfactor``: ``factor_axis`` is outside ``[-(ndim + 1), ndim]``."""
+
+
+# ---------------------------------------------------------------------------
+# checks shared by both primitives
+
+
+def _quasi_affine(e: PrimExpr) -> bool:
+    """Sums of loop variables times constants, floordiv/floormod by positive constants."""
+    if isinstance(e, (Var, IntImm)):
+        return True
+    if isinstance(e, (Add, Sub)):
+        return _quasi_affine(e.a) and _quasi_affine(e.b)
+    if isinstance(e, Mul):
+        if isinstance(e.b, IntImm):
+            return _quasi_affine(e.a)
+        if isinstance(e.a, IntImm):
+            return _quasi_affine(e.b)
+        return False
+    if isinstance(e, (FloorDiv, FloorMod)):
+        return isinstance(e.b, IntImm) and e.b.value > 0 and _quasi_affine(e.a)
+    return False
+
+
+def check_reduction_block(primitive: str, func: PrimFunc, path: list[Stmt]) -> Block:
+    """TVM's reduction-block conditions for ``path[-1]``; returns the block."""
+    block: Block = path[-1]  # type: ignore[assignment]
+    name = block.name
+
+    def refuse(why: str) -> NotReductionBlockError:
+        return NotReductionBlockError(
+            primitive, f'block "{name}" is not a reduction block: {why}', func, blocks=[name]
+        )
+
+    if block.init is None:
+        raise refuse("it has no init (T.init())")
+    reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "R"}
+    if not reduce_vars:
+        raise refuse("it has no reduce iter var")
+    for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
+        if not _quasi_affine(value):
+            raise refuse(f"the binding of {iv.var.name} ({value}) is not quasi-affine")
+    for w in block.writes or ():
+        for mn, _ in w.region:
+            used = sorted(v.name for v in expr_vars(mn) & reduce_vars)
+            if used:
+                raise refuse(f"the reduce iter var {used[0]} indexes the output {w.buffer.name}")
+    mine = {w.buffer for w in block.writes or ()}
+    for other in scope_blocks(scope_of(path)):
+        if other is not block and any(w.buffer in mine for w in other.writes or ()):
+            buf = next(w.buffer.name for w in other.writes or () if w.buffer in mine)
+            raise refuse(f'block "{other.name}" writes {buf} too')
+    return block
+
+
+def _block_and_loops(
+    primitive: str, func: PrimFunc, block_name: str, loop_var: Var
+) -> tuple[list[Stmt], list[For], int]:
+    """(block path, loops above it in its scope, index of ``loop_var`` among them)."""
+    bpath = find_block_path(func, primitive, block_name)
+    find_loop_path(func, primitive, loop_var)  # a loop that is gone is a stale handle
+    loops = loops_above(bpath)
+    for idx, lp in enumerate(loops):
+        if lp.loop_var is loop_var:
+            return bpath, loops, idx
+    raise LoopNotAncestorError(
+        primitive,
+        f'loop "{loop_var.name}" is not above block "{block_name}" (in its scope)',
+        func,
+        loops=[loop_var],
+        blocks=[block_name],
+    )
+
+
+def _rebuild(path: list[Stmt], start: int, leaf: Stmt | None) -> Stmt:
+    """``path[start]`` with ``path[-1]`` replaced by ``leaf`` (ancestors rebuilt)."""
+    node = leaf
+    for parent, old in zip(reversed(path[start:-1]), reversed(path[start + 1 :]), strict=True):
+        node = replace_child(parent, old, node)
+    return node  # type: ignore[return-value]
+
+
+def _copy_loop(lp: For, var: Var, body: Stmt) -> For:
+    return For(var, lp.extent, lp.kind, body, lp.thread_tag, lp.annotations)
+
+
+# ---------------------------------------------------------------------------
+# decompose_reduction
+
+
+def decompose_reduction(
+    func: PrimFunc, block_name: str, loop_var: Var
+) -> tuple[PrimFunc, str, str]:
+    """Split a reduction block's init into ``<block>_init`` placed before ``loop_var``.
+
+    Returns ``(new_func, init_block_name, update_block_name)``. The init block gets a
+    copy (named ``<loop>_init``) of every loop at or below ``loop_var`` that its spatial
+    bindings use; the original block is renamed ``<block>_update`` and loses its init.
+    Refuses a block that is not a reduction block, a loop that is not above the block,
+    and a loop below a loop that a reduce iter var depends on.
+    """
+    p = "decompose_reduction"
+    bpath, loops, idx = _block_and_loops(p, func, block_name, loop_var)
+    block = check_reduction_block(p, func, bpath)
+    higher = {lp.loop_var: lp for lp in loops[:idx]}
+    for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
+        if iv.kind != "R":
+            continue
+        hit = next((lp for v, lp in higher.items() if uses_var(value, v)), None)
+        if hit is not None:
+            raise LoopHeightError(
+                p,
+                f'loop "{loop_var.name}" is below loop "{hit.loop_var.name}", which the '
+                f'reduce iter var {iv.var.name} of block "{block_name}" depends on; the '
+                "init must go above every loop of the reduction",
+                func,
+                loops=[loop_var, hit.loop_var],
+                blocks=[block_name],
+            )
+    taken = used_names(func)
+    # init block iter vars: copies of the spatial ones, same names and bindings
+    init_ivs, init_values, var_map = [], [], {}
+    for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
+        if iv.kind == "S":
+            new = Var(iv.var.name, iv.var.dtype)
+            var_map[iv.var] = new
+            init_ivs.append(IterVar(new, iv.extent, "S"))
+            init_values.append(value)
+    # loops at or below `loop_var` that the init bindings use get a copy
+    chosen, discarded = [], set()
+    for lp in reversed(loops[idx:]):
+        if any(uses_var(v, lp.loop_var) for v in init_values):
+            chosen.append(lp)
+        else:
+            discarded.add(lp.loop_var)
+    loop_map = {lp.loop_var: Var(fresh_name(f"{lp.loop_var.name}_init", taken)) for lp in chosen}
+    blocks = block_names_in(func)
+    kept = [c for c in conjuncts(block.predicate) if not expr_vars(c) & discarded]
+    init_block = Block(
+        fresh_name(f"{block_name}_init", blocks),
+        tuple(init_ivs),
+        tuple(substitute(v, loop_map) for v in init_values),
+        substitute(block.init, var_map),
+        None,
+        substitute(and_all(kept), loop_map),
+        (),
+        block.annotations,
+    )
+    init_nest: Stmt = init_block
+    for lp in chosen:  # innermost first
+        init_nest = _copy_loop(lp, loop_map[lp.loop_var], init_nest)
+    # the update block: no init; it now reads what it writes (TVM: writes first)
+    read_bufs = {r.buffer for r in block.reads or ()}
+    reads = tuple(w for w in block.writes or () if w.buffer not in read_bufs) + tuple(
+        block.reads or ()
+    )
+    update = replace(block, name=fresh_name(f"{block_name}_update", blocks), init=None, reads=reads)
+    li = bpath.index(loops[idx])
+    new_loop = _rebuild(bpath, li, update)
+    new_func = replace_path(func, bpath[: li + 1], SeqStmt((init_nest, new_loop)))
+    return new_func, init_block.name, update.name
+
+
+# ---------------------------------------------------------------------------
+# rfactor: reducer recognition
+
+_REDUCERS = (Add, Mul, Min, Max)
+
+
+def _is_identity(op: type, value: PrimExpr) -> bool:
+    if not isinstance(value, (IntImm, FloatImm)):
+        return False
+    v, dtype = value.value, value.dtype
+    if op is Add:
+        return v == 0
+    if op is Mul:
+        return v == 1
+    if dtype.startswith("float"):
+        info = np.finfo(dtype)
+        return v <= info.min if op is Max else v >= info.max
+    if dtype == "bool":
+        return False
+    iinfo = np.iinfo(dtype)
+    return v == iinfo.min if op is Max else v == iinfo.max
+
+
+def _reducer(func: PrimFunc, block: Block) -> tuple[BufferStore, type, PrimExpr, PrimExpr]:
+    """(update store, combiner class, rhs, init value) of a recognised reduction."""
+    init, body = block.init, block.body
+
+    def refuse(why: str) -> UnrecognizedReducerError:
+        return UnrecognizedReducerError(
+            "rfactor",
+            f'block "{block.name}": {why}; rfactor needs init `X[idx] = identity` and update '
+            "`X[idx] = X[idx] op rhs` with op one of +, *, min, max",
+            func,
+            blocks=[block.name],
+        )
+
+    if not isinstance(init, BufferStore):
+        raise refuse("the init is not a single store")
+    if not isinstance(body, BufferStore):
+        raise refuse("the body is not a single store")
+    if init.buffer is not body.buffer or [struct_key(i) for i in init.indices] != [
+        struct_key(i) for i in body.indices
+    ]:
+        raise refuse("init and update write different elements")
+    value = body.value
+    if not isinstance(value, _REDUCERS):
+        raise refuse(f"the update {value} is not a commutative reduction")
+    target = struct_key(BufferLoad(body.buffer, body.indices))
+    if struct_key(value.a) == target:
+        rhs = value.b
+    elif struct_key(value.b) == target:
+        rhs = value.a
+    else:
+        raise refuse(f"the update does not combine {body.buffer.name}[...] with a value")
+    if any(isinstance(x, BufferLoad) and x.buffer is body.buffer for x in iter_exprs(rhs)):
+        raise refuse(f"the combined value reads {body.buffer.name} again")
+    op = type(value)
+    if not _is_identity(op, init.value):
+        sym = {Add: "+", Mul: "*", Min: "min", Max: "max"}[op]
+        raise refuse(f"the init value {init.value} is not the identity of {sym}")
+    return body, op, rhs, init.value
+
+
+# ---------------------------------------------------------------------------
+# rfactor
+
+
+def _rfactor_checks(func: PrimFunc, loop_var: Var):
+    p = "rfactor"
+    lpath, bpath = single_block_under(p, func, loop_var)
+    loop: For = lpath[-1]  # type: ignore[assignment]
+    name, block_name = loop_var.name, bpath[-1].name  # type: ignore[attr-defined]
+    block = check_reduction_block(p, func, bpath)
+    if loop.kind != "serial":
+        tag = f" to {loop.thread_tag}" if loop.thread_tag else ""
+        raise NotSerialLoopError(
+            p,
+            f'loop "{name}" is {loop.kind}{tag}; rfactor needs a serial loop',
+            func,
+            loops=[loop_var],
+        )
+    loops = loops_above(bpath)
+    spatial_vars: set[Var] = set()
+    reduce_vars: set[Var] = set()
+    for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
+        (spatial_vars if iv.kind == "S" else reduce_vars).update(expr_vars(value))
+    first = next(b for b in iter_blocks(loops[0]) if b.name in child_block_names(loops[0]))
+    if first is not block:
+        raise BlockNotFirstError(
+            p,
+            f'block "{first.name}" runs before block "{block_name}" under the outermost loop '
+            f'"{loops[0].loop_var.name}"; rfactor puts its new block before that loop',
+            func,
+            loops=[loops[0].loop_var],
+            blocks=[block_name, first.name],
+        )
+    met_reduction = False
+    for lp in loops:
+        v, lname = lp.loop_var, lp.loop_var.name
+        dp, rd = v in spatial_vars, v in reduce_vars
+        if dp and rd:
+            raise LoopMixesIterKindsError(
+                p,
+                f'loop "{lname}" feeds both spatial and reduce iter vars of block "{block_name}"',
+                func,
+                loops=[v],
+                blocks=[block_name],
+            )
+        if v is loop_var and not rd and (dp or lp.extent != 1):
+            why = "a spatial iter var" if dp else "no iter var"
+            raise RFactorLoopNotReductionError(
+                p,
+                f'loop "{lname}" feeds {why} of block "{block_name}"; rfactor needs a loop '
+                "bound to a reduce iter var",
+                func,
+                loops=[v],
+                blocks=[block_name],
+            )
+        if rd and not met_reduction:
+            met_reduction = True
+            if len(child_block_names(lp)) != 1:
+                raise NotSingleBlockError(
+                    p,
+                    f'the outermost reduction loop "{lname}" of block "{block_name}" has other '
+                    "blocks under it",
+                    func,
+                    loops=[v],
+                    blocks=[block_name],
+                )
+        elif not dp and not rd and met_reduction and lp.extent != 1:
+            raise UnboundLoopUnderReductionError(
+                p,
+                f'loop "{lname}" (extent {lp.extent}) feeds no iter var of block '
+                f'"{block_name}" but sits under a reduction loop',
+                func,
+                loops=[v],
+                blocks=[block_name],
+            )
+    reduce_loops = {lp.loop_var for lp in loops if lp.loop_var in reduce_vars}
+    _check_predicate(func, block, loops, loop_var, reduce_loops)
+    store, op, rhs, ident = _reducer(func, block)
+    return loop, bpath, block, loops, reduce_loops, store, op, rhs, ident
+
+
+def _check_predicate(
+    func: PrimFunc, block: Block, loops: list[For], loop_var: Var, reduce_loops: set[Var]
+) -> None:
+    """Every slot of the rfactor buffer must be initialized: where the other reduction
+    loops are 0 (the rfactor block's init point), each conjunct of the predicate that
+    involves reduction loops must hold for every value of ``loop_var``. Those conjuncts
+    then leave the write-back block, which reads every slot."""
+    bounds = {lp.loop_var: (0, lp.extent - 1) for lp in loops}
+    zero: dict[Var, PrimExpr] = {v: IntImm(0, v.dtype) for v in reduce_loops if v is not loop_var}
+    # the init point has every reduce iter var at 0; the other reduction loops at 0 must
+    # give that for the iter vars that rfactor keeps (those not over `loop_var`)
+    init_at_zero = all(
+        _is_const(simplify(substitute(value, zero), bounds), 0)
+        for iv, value in zip(block.iter_vars, block.iter_values, strict=True)
+        if iv.kind == "R" and not uses_var(value, loop_var)
+    )
+    for c in conjuncts(block.predicate):
+        used = sorted(x.name for x in expr_vars(c) & reduce_loops)
+        if not used:
+            continue
+        if not (init_at_zero and _is_const(simplify(substitute(c, zero), bounds), 1)):
+            raise ReductionPredicateError(
+                "rfactor",
+                f'block "{block.name}" has the predicate {c} over the reduction loop '
+                f'"{used[0]}", which does not hold at the init of every slot of the rfactor '
+                f'loop "{loop_var.name}"',
+                func,
+                loops=[loop_var],
+                blocks=[block.name],
+            )
+
+
+def _is_const(e: PrimExpr, value: int) -> bool:
+    return isinstance(e, IntImm) and e.value == value
+
+
+def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, str]:
+    """Factorize the reduction under ``loop_var``; returns ``(new_func, rf_block_name)``.
+
+    The rfactor block ``<block>_rf`` (under copies of all the block's loops) writes the
+    new buffer ``<buffer>_rf`` (allocated in the block's scope), whose extra dimension of
+    ``loop_var``'s extent sits at ``factor_axis`` (negative counts from the end, as in
+    numpy: ``-1`` appends). The original block keeps its name and becomes the
+    write-back block, under its loops minus the reduction loops other than ``loop_var``.
+    """
+    p = "rfactor"
+    loop, bpath, block, loops, reduce_loops, store, op, rhs, ident = _rfactor_checks(func, loop_var)
+    buf = store.buffer
+    ndim = len(buf.shape)
+    if isinstance(factor_axis, bool) or not isinstance(factor_axis, int):
+        raise FactorAxisOutOfRangeError(
+            p, f"factor_axis must be an integer, got {factor_axis!r}", func, loops=[loop_var]
+        )
+    if not -(ndim + 1) <= factor_axis <= ndim:
+        raise FactorAxisOutOfRangeError(
+            p,
+            f"factor_axis {factor_axis} is out of range for buffer {buf.name} of block "
+            f'"{block.name}" ({ndim} dimension(s)): it must be in [{-(ndim + 1)}, {ndim}] '
+            f'(loop "{loop_var.name}")',
+            func,
+            loops=[loop_var],
+            blocks=[block.name],
+        )
+    axis = factor_axis + ndim + 1 if factor_axis < 0 else factor_axis
+    buffers = {b.name for b in collect_buffers(func)}
+    rf_shape = buf.shape[:axis] + (loop.extent,) + buf.shape[axis:]
+    rf_buf = buf.with_(name=fresh_name(f"{buf.name}_rf", buffers), shape=rf_shape, align=())
+
+    # ---- the rfactor block, under copies of every loop
+    loop_map = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
+    rf_name = f"v{loop_var.name}"
+    add_var = Var(rf_name)
+    ivs, values = [IterVar(add_var, loop.extent, "S")], [loop_map[loop_var]]
+    names = {rf_name}
+    loop_to_iter: dict[Var, PrimExpr] = {loop_var: add_var}
+    var_map: dict[Var, PrimExpr] = {}
+    by_var = {lp.loop_var: lp for lp in loops}
+    for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
+        if iv.kind == "S" or not uses_var(value, loop_var):
+            ivs.append(iv)
+            values.append(substitute(value, loop_map))
+            names.add(iv.var.name)
+            continue
+        for x in _vars_in_order(value):
+            if x in loop_to_iter or x not in by_var:
+                continue
+            new = Var(fresh_name(f"v{x.name}", names))
+            loop_to_iter[x] = new
+            ivs.append(IterVar(new, by_var[x].extent, "R"))
+            values.append(loop_map[x])
+        var_map[iv.var] = substitute(value, loop_to_iter)
+    rf_idx = list(store.indices)
+    rf_idx.insert(axis, add_var)
+    rf_load = BufferLoad(rf_buf, tuple(rf_idx))
+    rf_rhs = substitute(rhs, var_map)
+    has_reduce = any(iv.kind == "R" for iv in ivs)
+    rf_block = Block(
+        fresh_name(f"{block.name}_rf", block_names_in(func)),
+        tuple(ivs),
+        tuple(values),
+        BufferStore(rf_buf, op(rf_load, rf_rhs) if has_reduce else rf_rhs, rf_load.indices),
+        BufferStore(rf_buf, ident, rf_load.indices) if has_reduce else None,
+        substitute(block.predicate, loop_map),
+        (),
+        block.annotations,
+    )
+    rf_nest: Stmt = rf_block
+    for lp in reversed(loops):
+        rf_nest = _copy_loop(lp, loop_map[lp.loop_var], rf_nest)
+
+    # ---- the write-back block: original name, loops minus the other reduction loops
+    wb_var = Var(rf_name)
+    wb_ivs, wb_values = [IterVar(wb_var, loop.extent, "R")], [loop_var]
+    spatial_map: dict[Var, PrimExpr] = {add_var: wb_var}
+    for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
+        if iv.kind == "S":
+            new = Var(iv.var.name, iv.var.dtype)
+            spatial_map[iv.var] = new
+            wb_ivs.append(IterVar(new, iv.extent, "S"))
+            wb_values.append(value)
+    out_idx = tuple(substitute(i, spatial_map) for i in store.indices)
+    wb_rf_idx = tuple(substitute(i, spatial_map) for i in rf_idx)
+    wb_block = Block(
+        block.name,
+        tuple(wb_ivs),
+        tuple(wb_values),
+        BufferStore(buf, op(BufferLoad(buf, out_idx), BufferLoad(rf_buf, wb_rf_idx)), out_idx),
+        BufferStore(buf, ident, out_idx),
+        and_all([c for c in conjuncts(block.predicate) if not expr_vars(c) & reduce_loops]),
+        (),
+        block.annotations,
+    )
+    start = bpath.index(loops[0])
+    node: Stmt = wb_block
+    for parent, old in zip(reversed(bpath[start:-1]), reversed(bpath[start + 1 :]), strict=True):
+        if isinstance(parent, For) and parent.loop_var in reduce_loops and parent is not loop:
+            continue  # this reduction loop disappears around the write-back block
+        node = replace_child(parent, old, node)
+    new_func = replace_path(func, bpath[: start + 1], SeqStmt((rf_nest, node)))
+    return _allocate(new_func, scope_of(bpath).name, rf_buf), rf_block.name
+
+
+def _vars_in_order(e: PrimExpr) -> list[Var]:
+    out: list[Var] = []
+    for x in iter_exprs(e):
+        if isinstance(x, Var) and x not in out:
+            out.append(x)
+    return out
+
+
+def _allocate(func: PrimFunc, scope_name: str, buf: Buffer) -> PrimFunc:
+    """``func`` with ``buf`` allocated in block ``scope_name``."""
+    path = find_block_path(func, "rfactor", scope_name)
+    scope: Block = path[-1]  # type: ignore[assignment]
+    allocs = scope.alloc_buffers + (buf,)
+    if is_root(scope):
+        new = Block(
+            scope.name, (), (), scope.body, None, scope.predicate, allocs, scope.annotations, (), ()
+        )
+    else:
+        new = replace(scope, alloc_buffers=allocs, reads=None, writes=None)
+    return replace_path(func, path, new)
