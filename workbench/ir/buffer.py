@@ -79,3 +79,22 @@ class BufferRegion:
 
     buffer: Buffer
     region: tuple[tuple[PrimExpr, PrimExpr], ...]  # (min, extent) per dimension
+
+
+def shares_storage(scope: str, thread_tag: str) -> bool:
+    """Do all threads of a loop bound to ``thread_tag`` see the same buffer of memory
+    ``scope``? (``global``: every bound loop; ``shared``: ``threadIdx``/``vthread``
+    loops; ``warp``: ``threadIdx.x``; ``local``: none; TVM's
+    ``CanRelaxStorageUnderThread``.) Region analyses relax such loops, since one
+    thread's buffer must hold what all of them use.
+
+    >>> shares_storage("shared", "threadIdx.x"), shares_storage("local", "threadIdx.x")
+    (True, False)
+    """
+    if scope == "global":
+        return True
+    if scope in ("shared", "shared.dyn"):
+        return thread_tag.startswith(("threadIdx.", "vthread"))
+    if scope == "warp":
+        return thread_tag == "threadIdx.x"
+    return False

@@ -68,7 +68,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..analysis import _relax
-from ..buffer import Buffer
+from ..buffer import Buffer, shares_storage
 from ..expr import BufferLoad, IntImm, PrimExpr, Var, const
 from ..functor import Mutator, iter_exprs, iter_stmts, substitute
 from ..simplify import simplify
@@ -170,8 +170,11 @@ class _Collector:
             if iv.kind == "R":
                 loop_vars |= {x for x in iter_exprs(inner[iv.var]) if isinstance(x, Var)}
         depth = next(
-            (k for k, sc in enumerate(outer)
-             if isinstance(sc.node, For) and sc.node.loop_var in loop_vars),
+            (
+                k
+                for k, sc in enumerate(outer)
+                if isinstance(sc.node, For) and sc.node.loop_var in loop_vars
+            ),
             None,
         )
         if depth is None:
@@ -186,18 +189,6 @@ class _Collector:
 
 # ---------------------------------------------------------------------------
 # planning
-
-
-def _shares_storage(scope: str, tag: str) -> bool:
-    """Do the threads of a loop bound to ``tag`` share a buffer of memory ``scope``
-    (TVM's ``CanRelaxStorageUnderThread``)?"""
-    if scope == "global":
-        return True
-    if scope in ("shared", "shared.dyn"):
-        return tag.startswith(("threadIdx.", "vthread"))
-    if scope == "warp":
-        return tag == "threadIdx.x"
-    return False
 
 
 def _lca(chains: list[tuple[_Scope, ...]]) -> tuple[_Scope, ...]:
@@ -223,7 +214,7 @@ def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
     for k in range(depth + 1, len(chain)):
         node = chain[k].node
         if isinstance(node, For) and node.kind == "thread_binding":
-            if _shares_storage(buf.scope, node.thread_tag or ""):
+            if shares_storage(buf.scope, node.thread_tag or ""):
                 chain = chain[:k]
                 break
     where = chain[-1]
@@ -370,8 +361,14 @@ class _Rewriter:
         if unchanged:
             return b
         return replace(
-            b, iter_values=values, predicate=pred, init=init, body=body,
-            alloc_buffers=tuple(allocs), reads=None, writes=None,
+            b,
+            iter_values=values,
+            predicate=pred,
+            init=init,
+            body=body,
+            alloc_buffers=tuple(allocs),
+            reads=None,
+            writes=None,
         )
 
     def _name(self, bufs: list[Buffer]) -> str:

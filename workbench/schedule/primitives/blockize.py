@@ -271,7 +271,8 @@ def blockize(
 
 def _outer_init(init: Stmt, inner: Block, loops: list[For], name: str) -> Stmt:
     """The init of the outer block: a block ``name`` doing ``init`` under copies of the
-    inner loops its spatial iter vars need (TVM's GenerateOuterInit)."""
+    inner loops its spatial iter vars and the predicate need (TVM's GenerateOuterInit,
+    which forgets the predicate's loops)."""
     ivs, vals, sub = [], [], {}
     for iv, value in zip(inner.iter_vars, inner.iter_values, strict=True):
         if iv.kind == "S" and _stmt_uses(init, iv.var):
@@ -280,7 +281,9 @@ def _outer_init(init: Stmt, inner: Block, loops: list[For], name: str) -> Stmt:
             ivs.append(IterVar(new, iv.extent, "S"))
             vals.append(value)
     loop_sub: dict[Var, PrimExpr] = {}
-    used = [lp for lp in loops if any(uses_var(v, lp.loop_var) for v in vals)]
+    # loops its bindings use, and those of the predicate (which would be undefined)
+    exprs = [*vals, inner.predicate]
+    used = [lp for lp in loops if any(uses_var(v, lp.loop_var) for v in exprs)]
     for lp in used:
         loop_sub[lp.loop_var] = Var(lp.loop_var.name, lp.loop_var.dtype)
     stmt: Stmt = Block(

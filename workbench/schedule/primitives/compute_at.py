@@ -29,6 +29,7 @@ from dataclasses import replace
 
 from ...ir import Block, Buffer, For, IntImm, PrimExpr, PrimFunc, SeqStmt, Stmt, Var
 from ...ir.analysis import _relax
+from ...ir.buffer import shares_storage
 from ...ir.expr import GE, LT, const
 from ...ir.functor import iter_stmts, substitute
 from ...ir.simplify import and_, int_range, simplify, sub
@@ -398,6 +399,19 @@ def reverse_compute_at(
     return _insert(p, func, loop_var, nest, set(), after, index, where)
 
 
+def _shared_across_threads(path: list[Stmt], loop: For, buffer: Buffer) -> dict:
+    """Thread-bound loops at or above ``loop`` whose threads share ``buffer`` (a
+    ``shared`` buffer is one per GPU block): the region must cover all of them."""
+    out: dict[Var, tuple[int, int]] = {}
+    for s in path:
+        if isinstance(s, For) and s.kind == "thread_binding":
+            if shares_storage(buffer.scope, s.thread_tag or ""):
+                out[s.loop_var] = (0, s.extent - 1)
+        if s is loop:
+            break
+    return out
+
+
 def _needed(block: Block, consumers: list[Block], paths, loop: For) -> dict[Buffer, list]:
     """Per buffer the block writes: the region its consumers under ``loop`` read."""
     out: dict[Buffer, list] = {}
@@ -405,6 +419,7 @@ def _needed(block: Block, consumers: list[Block], paths, loop: For) -> dict[Buff
         regions = []
         for c in consumers:
             inner = _inner_loops(paths[c.name], loop)
+            inner.update(_shared_across_threads(paths[c.name], loop, w.buffer))
             rs = [r for r in c.reads or () if r.buffer is w.buffer]
             if rs:
                 regions.append(_relaxed_region(rs, _bindings(c), inner, w.buffer))
@@ -420,6 +435,7 @@ def _produced(block: Block, producers: list[Block], paths, loop: For) -> dict[Bu
         regions = []
         for prod in producers:
             inner = _inner_loops(paths[prod.name], loop)
+            inner.update(_shared_across_threads(paths[prod.name], loop, r.buffer))
             ws = [w for w in prod.writes or () if w.buffer is r.buffer]
             if ws:
                 regions.append(_relaxed_region(ws, _bindings(prod), inner, r.buffer))
