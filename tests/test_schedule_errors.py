@@ -472,3 +472,35 @@ def test_schedule_usable_after_refusals(sch):
     sch.reorder(j0, k, j1)
     assert [sch.get(lp).loop_var.name for lp in y_loops(sch)] == ["i", "j_0", "k", "j_1"]
     assert len(sch.trace) == 6
+
+
+def test_every_error_class_is_exported_once():
+    """Each family declares its errors at the top of its module; all of them are
+    reachable from ``workbench.schedule`` under unique names."""
+    import inspect
+
+    import workbench.schedule as S
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    for cls in subclasses(S.ScheduleError):
+        if cls.__module__.startswith("workbench."):
+            assert getattr(S, cls.__name__) is cls, cls
+            assert inspect.getdoc(cls), f"{cls.__name__} has no docstring"
+
+
+def test_reorder_fail_mixed_iter_type_loop():
+    """A loop fused from a spatial and a reduction loop, then split unevenly, cannot be
+    moved: the reduction would no longer start with its initialisation."""
+    from workbench.schedule import MixedIterTypeLoopError
+    from workbench.testing import assert_schedule_error
+
+    sch = wb.Schedule(wb.workloads.matmul(8, 8, 8))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    outer, inner = sch.split(sch.fuse(j, k), [None, 3])
+    assert_schedule_error(
+        sch, lambda: sch.reorder(inner, i), MixedIterTypeLoopError, "j_k_fused_1", "C"
+    )

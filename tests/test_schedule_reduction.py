@@ -27,10 +27,10 @@ from workbench.schedule.primitives.reduction import (
     LoopMixesIterKindsError,
     LoopNotAncestorError,
     NotReductionBlockError,
-    NotSerialLoopError,
     NotSingleBlockError,
     ReductionPredicateError,
     RFactorLoopNotReductionError,
+    RFactorLoopNotSerialError,
     UnboundLoopUnderReductionError,
     UnrecognizedReducerError,
 )
@@ -499,7 +499,7 @@ def test_rfactor_fail_output_indexed_by_reduce_var():
 def test_rfactor_fail_not_serial(sch):
     i, j, k = _y(sch)
     sch.unroll(k)
-    assert_schedule_error(sch, lambda: sch.rfactor(k, 0), NotSerialLoopError, "k")
+    assert_schedule_error(sch, lambda: sch.rfactor(k, 0), RFactorLoopNotSerialError, "k")
 
 
 def test_rfactor_fail_spatial_loop(sch):

@@ -88,8 +88,14 @@ def _relax(index: PrimExpr, bounds: dict[Var, tuple[int, int]], ext: PrimExpr | 
     return mn, hi - lo + base_ext
 
 
+_ONE = IntImm(1)
+
+
 def _region_for(buffer: Buffer, accesses) -> BufferRegion:
     """Union of the accesses' boxes, per dimension."""
+    if len(accesses) == 1 and not accesses[0][1] and not accesses[0][2]:
+        # the common case: one point access, no inner loops
+        return BufferRegion(buffer, tuple((i, _ONE) for i in accesses[0][0]))
     dims = []
     for d in range(buffer.ndim):
         pieces = []
@@ -112,7 +118,8 @@ def _region_for(buffer: Buffer, accesses) -> BufferRegion:
         if not ok:
             dims.append((const(0), const(buffer.shape[d])))
             continue
-        dims.append((simplify(base + lo_off), const(hi_off - lo_off)))
+        start = base if lo_off == 0 else simplify(base + lo_off)
+        dims.append((start, _ONE if hi_off - lo_off == 1 else const(hi_off - lo_off)))
     return BufferRegion(buffer, tuple(dims))
 
 

@@ -20,4 +20,32 @@ from .errors import (
 from .schedule import Schedule
 from .trace import BlockRV, ExprRV, Instruction, LoopRV, Trace
 
+
+def _family_errors() -> dict[str, type]:
+    """Every family's ScheduleError subclasses (declared at the top of its module)."""
+    from .primitives import (
+        blockize,
+        cache,
+        compute_at,
+        compute_inline,
+        for_kind,
+        layout,
+        loops,
+        reduction,
+        sampling,
+    )
+
+    found: dict[str, type] = {}
+    for module in (loops, for_kind, compute_at, compute_inline, cache, layout, reduction,
+                   blockize, sampling):
+        for name, obj in vars(module).items():
+            if (isinstance(obj, type) and issubclass(obj, ScheduleError)
+                    and obj.__module__ == module.__name__):
+                assert name not in found, f"two error classes named {name}"
+                found[name] = obj
+    return found
+
+
+globals().update(_family_errors())
+
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ...ir import Block, For, PrimExpr, PrimFunc, Stmt, Var
 from ...ir.expr import LT, const
+from ...ir.functor import iter_stmts, uses_var
 from ...ir.simplify import add, floordiv, floormod, mul
 from ..errors import (
     BoundLoopError,
@@ -24,6 +25,7 @@ from ..errors import (
     LoopsNotInChainError,
     LoopsNotNestedError,
     NotSingleChildError,
+    ScheduleError,
     WrongFactorProductError,
 )
 from ._common import (
@@ -36,6 +38,24 @@ from ._common import (
     replace_path,
     used_names,
 )
+
+
+class MixedIterTypeLoopError(ScheduleError):
+    """A loop drives both a spatial and a reduction iter var of one block; moving it
+    would let a reduction step run before that element's initialisation."""
+
+
+def _mixed_iter_block(loop: For) -> tuple[str, str, str] | None:
+    """(block, spatial var, reduction var) if ``loop`` feeds both kinds in one block."""
+    for s in iter_stmts(loop.body, enter_blocks=False):
+        if isinstance(s, Block):
+            kinds = {}
+            for iv, value in zip(s.iter_vars, s.iter_values, strict=True):
+                if uses_var(value, loop.loop_var):
+                    kinds.setdefault(iv.kind, iv.var.name)
+            if "S" in kinds and "R" in kinds:
+                return s.name, kinds["S"], kinds["R"]
+    return None
 
 
 def _check_unbound(primitive: str, func: PrimFunc, loop: For) -> None:
@@ -223,13 +243,34 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
         if isinstance(s, For):
             _check_unbound("reorder", func, s)
     chain: list[For] = segment  # type: ignore[assignment]
-    wanted = set(loop_vars)
-    queue = iter(loop_vars)
-    var_to_loop = {lp.loop_var: lp for lp in chain}
-    new_order = [var_to_loop[next(queue)] if lp.loop_var in wanted else lp for lp in chain]
+    moved = [
+        lp for lp, new in zip(chain, _new_order(chain, loop_vars), strict=True) if lp is not new
+    ]
+    for lp in moved:
+        mixed = _mixed_iter_block(lp)
+        if mixed is not None:
+            block, sv, rv = mixed
+            raise MixedIterTypeLoopError(
+                "reorder",
+                f'loop "{lp.loop_var.name}" drives both the spatial iter var "{sv}" and the '
+                f'reduction iter var "{rv}" of block "{block}"; reordering it could run a '
+                "reduction step before that element is initialised",
+                func,
+                loops=[lp.loop_var],
+                blocks=[block],
+            )
+    new_order = _new_order(chain, loop_vars)
     if all(a is b for a, b in zip(new_order, chain, strict=True)):
         return func
     body: Stmt = chain[-1].body
     for lp in reversed(new_order):
         body = lp.with_body(body)
     return replace_path(func, deepest[: start + 1], body)
+
+
+def _new_order(chain: list[For], loop_vars: list[Var]) -> list[For]:
+    """The chain with the named loops placed in the given order (others stay put)."""
+    wanted = set(loop_vars)
+    queue = iter(loop_vars)
+    var_to_loop = {lp.loop_var: lp for lp in chain}
+    return [var_to_loop[next(queue)] if lp.loop_var in wanted else lp for lp in chain]

@@ -122,7 +122,7 @@ class LoopHeightError(ScheduleError):
     block depends on, so the init would run inside the reduction."""
 
 
-class NotSerialLoopError(ScheduleError):
+class RFactorLoopNotSerialError(ScheduleError):
     """``rfactor``: the loop is parallel, vectorized, unrolled or bound to a thread."""
 
 
@@ -392,7 +392,7 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var):
     block = check_reduction_block(p, func, bpath)
     if loop.kind != "serial":
         tag = f" to {loop.thread_tag}" if loop.thread_tag else ""
-        raise NotSerialLoopError(
+        raise RFactorLoopNotSerialError(
             p,
             f'loop "{name}" is {loop.kind}{tag}; rfactor needs a serial loop',
             func,
@@ -505,6 +505,12 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     ``loop_var``'s extent sits at ``factor_axis`` (negative counts from the end, as in
     numpy: ``-1`` appends). The original block keeps its name and becomes the
     write-back block, under its loops minus the reduction loops other than ``loop_var``.
+
+    Predicates, where we deliberately differ from TVM 0.27: the write-back block keeps
+    the conjuncts over spatial loops (TVM drops them and writes out of bounds), and a
+    conjunct over reduction loops is accepted only if it holds at the rfactor block's
+    init point for every slot (TVM accepts ``split(k, [5, 4])`` of 16 then
+    ``rfactor(k_0)``, whose slot ``k_0 = 4`` is never initialized).
     """
     p = "rfactor"
     loop, bpath, block, loops, reduce_loops, store, op, rhs, ident = _rfactor_checks(func, loop_var)
