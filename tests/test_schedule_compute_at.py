@@ -595,12 +595,23 @@ def test_handles_survive_compute_at():
     assert sch.get(b).name == "B"
 
 
-def test_new_loop_names_do_not_collide():
-    """Each moved block gets loops of its own; no two loops share a name (TVM would
-    print ``ax0`` twice; here the handles need distinct names)."""
+def test_new_loop_names_follow_tvm():
+    """Each moved block gets loops of its own named ``ax0, ax1, ...`` as in TVM; sibling
+    stages may reuse a name, but loops on one path never share one, and the handles
+    stay distinct variables."""
     sch = scheduled("ca_chain_fused")
-    all_loops = [s.loop_var.name for s in _iter_loops(sch)]
-    assert len(all_loops) == len(set(all_loops)), all_loops
+    loops_ = _iter_loops(sch)
+    assert [lp.loop_var.name for lp in loops_].count("ax0") == 2
+    assert len({id(lp.loop_var) for lp in loops_}) == len(loops_)
+    for lp in loops_:
+        inner = [x.loop_var.name for x in _iter_loops_under(lp)]
+        assert lp.loop_var.name not in inner
+
+
+def _iter_loops_under(loop):
+    from workbench.ir import iter_stmts
+
+    return [s for s in iter_stmts(loop.body) if isinstance(s, For)]
 
 
 def _iter_loops(sch):

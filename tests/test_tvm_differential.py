@@ -161,6 +161,20 @@ def forum_local_tile(sch: wb.Schedule) -> None:
     sch.reverse_compute_at(sch.get_block("relu"), j0)
 
 
+def rfactor_sum(sch: wb.Schedule) -> None:
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    k0, k1 = sch.split(k, [None, 4])
+    sch.rfactor(k1, 0)
+
+
+def blockized_tile(sch: wb.Schedule) -> None:
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    i0, i1 = sch.split(i, [None, 8])
+    j0, j1 = sch.split(j, [None, 8])
+    sch.reorder(i0, j0, i1, j1)
+    sch.blockize(i1)
+
+
 CASES = {
     "mm_relu seed": (lambda: wb.workloads.mm_relu(64, 64, 64), seed_mm_relu),
     "tiled matmul": (lambda: wb.workloads.matmul(64, 64, 64), tiled_matmul),
@@ -172,6 +186,8 @@ CASES = {
     "mlc with decompose_reduction": (lambda: wb.workloads.mm_relu(64, 64, 64), mlc_full),
     "sample_perfect_tile": (lambda: wb.workloads.matmul(64, 64, 64), stochastic),
     "forum local tile": (lambda: wb.workloads.linear_bias_relu(1, 48, 64), forum_local_tile),
+    "rfactor": (lambda: wb.workloads.matmul(16, 16, 32), rfactor_sum),
+    "blockize": (lambda: wb.workloads.matmul(32, 32, 16), blockized_tile),
 }
 
 # GPU-bound schedules: TVM's CPU target cannot run thread bindings, so only the loop

@@ -102,6 +102,27 @@ def used_names(func: PrimFunc) -> set[str]:
     return names
 
 
+def names_in_scope(func: PrimFunc, path: list[Stmt], *inside: Stmt) -> set[str]:
+    """Names a new loop placed at ``path[-1]`` around ``inside`` must not shadow or be
+    shadowed by: parameters, loops and blocks on the path, and everything within
+    ``inside``. Loops in sibling nests may reuse a name, as in TVM (``ax0`` in each
+    stage, ``j_0`` in each nest)."""
+    names = {p.name for p in func.params}
+    for s in path:
+        if isinstance(s, For):
+            names.add(s.loop_var.name)
+        elif isinstance(s, Block):
+            names.update(iv.var.name for iv in s.iter_vars)
+            names.update(b.name for b in s.alloc_buffers)
+    for top in inside:
+        for s in iter_stmts(top):
+            if isinstance(s, For):
+                names.add(s.loop_var.name)
+            elif isinstance(s, Block):
+                names.update(iv.var.name for iv in s.iter_vars)
+    return names
+
+
 def fresh_name(base: str, taken: set[str]) -> str:
     """``base`` if free, else ``base_1``, ``base_2``...; records the name as taken."""
     name, n = base, 0

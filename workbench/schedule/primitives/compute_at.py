@@ -40,12 +40,12 @@ from ._common import (
     find_loop_path,
     fresh_name,
     loop_bounds,
+    names_in_scope,
     producers_of,
     remove_stmt,
     replace_path,
     scope_blocks,
     scope_of,
-    used_names,
 )
 
 # ---------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def _cover(
 ) -> Stmt:
     """The block under new loops covering ``var_ranges`` (iter var -> (min, extent)),
     with a predicate where the box could leave an iter var's domain."""
-    taken = used_names(func)
+    taken = names_in_scope(func, find_loop_path(func, primitive, loop.loop_var), block)
     bounds = loop_bounds(func)
     loops: list[tuple[Var, int]] = []
     values: list[PrimExpr] = []

@@ -35,8 +35,8 @@ from ._common import (
     find_loop_paths,
     fresh_name,
     loop_bounds,
+    names_in_scope,
     replace_path,
-    used_names,
 )
 
 
@@ -127,7 +127,7 @@ def split(
             func,
             loops=[loop_var],
         )
-    taken = used_names(func)
+    taken = names_in_scope(func, path, loop)
     new_vars = [Var(fresh_name(f"{name}_{i}", taken)) for i in range(len(sizes))]
     fused: PrimExpr = const(0)
     for v, f in zip(new_vars, sizes, strict=True):
@@ -175,7 +175,7 @@ def fuse(
     extent = 1
     for lp in loops:
         extent *= lp.extent
-    taken = used_names(func)
+    taken = names_in_scope(func, paths[0], loops[0])
     fused_var = Var(fresh_name("_".join(v.name for v in loop_vars) + "_fused", taken))
     mapping: dict[Var, PrimExpr] = {}
     stride = 1

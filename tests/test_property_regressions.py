@@ -1,0 +1,72 @@
+"""Minimal reproductions of library bugs found by the all-primitives property test
+(tests/test_property.py, ``test_random_full_schedules_*`` and longer exploratory runs).
+
+Each test is a few Schedule calls. The expectation is the property test's invariant:
+a primitive either succeeds or refuses with a ``wb.ScheduleError`` subclass, leaving
+the schedule as it was; a schedule that was accepted computes what the unscheduled
+function computes and its trace replays to the same IR.
+"""
+
+from __future__ import annotations
+
+import workbench as wb
+from workbench.testing import assert_ir_unchanged, assert_verifies, roundtrip_trace
+
+
+def _refuses_cleanly(sch: wb.Schedule, call) -> None:
+    """``call()`` succeeds, or raises a ScheduleError and leaves ``sch`` untouched."""
+    text, length = sch.mod.script(), len(sch.trace)
+    try:
+        call()
+    except wb.ScheduleError:
+        assert_ir_unchanged(sch, text)
+        assert len(sch.trace) == length
+
+
+# --------------------------------------------------------------------------- 1
+# compute_inline of a block that is the only statement of its scope block (here:
+# inside the outer block blockize made) raises ValueError from remove_stmt
+# ("cannot remove the only statement of a block") instead of a ScheduleError (TVM:
+# OnlyLeafError). sample_compute_location tries compute_inline to find its
+# candidates and only catches ScheduleError, so it crashes the same way.
+
+
+def _blockized_relu() -> tuple[wb.Schedule, wb.schedule.BlockRV]:
+    sch = wb.Schedule(wb.workloads.elementwise_chain(32, 8))
+    relu = sch.get_block("relu")
+    n, _ = sch.get_loops(relu)
+    sch.blockize(n)  # relu_o { for n, c: relu }: relu is its scope's only leaf
+    return sch, relu
+
+
+def test_compute_inline_of_the_only_block_in_a_blockized_scope_refuses():
+    sch, relu = _blockized_relu()
+    _refuses_cleanly(sch, lambda: sch.compute_inline(relu))
+
+
+def test_sample_compute_location_of_the_only_block_in_a_blockized_scope():
+    sch, relu = _blockized_relu()
+    _refuses_cleanly(sch, lambda: sch.sample_compute_location(relu))
+
+
+# --------------------------------------------------------------------------- 2
+# blockize of a reduction block puts an init block "<name>_init" into the outer
+# block's T.init(). get_block finds it (block_names looks into init), but every
+# primitive then says the block does not exist: get_loops raises BlockNotFoundError
+# 'no block named "sum_init"' for the handle get_block just returned. Either
+# get_block should refuse the name, or the handle should be usable.
+
+
+def test_a_block_get_block_returns_is_usable():
+    func = wb.workloads.layer_norm(2, 32)
+    sch = wb.Schedule(func)
+    i, _ = sch.get_loops(sch.get_block("sum"))
+    sch.blockize(i)
+    try:
+        init = sch.get_block("sum_init")
+    except wb.ScheduleError:
+        return  # refusing the name is consistent
+    sch.get_loops(init)
+    sch.get_producers(init)
+    roundtrip_trace(sch, func)
+    assert_verifies(sch, func)
