@@ -12,6 +12,7 @@ from .errors import (
     LoopsNotNestedError,
     NotDataParallelError,
     NotSingleChildError,
+    OnlyLeafError,
     ScheduleError,
     StaleHandleError,
     TraceError,

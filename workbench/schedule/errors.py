@@ -129,5 +129,9 @@ class AnnotationNotFoundError(ScheduleError, KeyError):
         return Exception.__str__(self)
 
 
+class OnlyLeafError(ScheduleError):
+    """Removing the block would leave its enclosing block (scope) empty."""
+
+
 class TraceError(ScheduleError):
     """A trace could not be loaded or replayed; the message names the step."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..ir import Block, For, IRModule, PrimFunc, Var
-from ..ir.analysis import as_module, find_block, iter_blocks
+from ..ir.analysis import as_module, block_path, find_block, iter_blocks
 from . import primitives as P
 from .errors import (
     BlockNotFoundError,
@@ -198,7 +198,7 @@ class Schedule:
                 "get_block", f"module has no function {func_name!r}; it has {self._mod.names}"
             )
         func = self._mod[func_name]
-        if find_block(func, name) is None:
+        if block_path(func, name) is None:  # blocks inside a T.init() are not schedulable
             names = [b.name for b in iter_blocks(func.body) if b is not func.body]
             raise BlockNotFoundError(
                 "get_block",

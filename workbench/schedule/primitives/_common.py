@@ -12,7 +12,7 @@ from ...ir import Block, For, IfThenElse, PrimFunc, SeqStmt, Stmt, Var
 from ...ir.analysis import block_path, iter_blocks, loop_paths
 from ...ir.functor import Mutator, iter_stmts
 from ...ir.simplify import simplify
-from ..errors import BlockNotFoundError, StaleHandleError
+from ..errors import BlockNotFoundError, OnlyLeafError, StaleHandleError
 
 
 def find_loop_path(func: PrimFunc, primitive: str, var: Var) -> list[Stmt]:
@@ -212,18 +212,24 @@ def consumers_of(block: Block, siblings: list[Block]) -> list[Block]:
     ]
 
 
-def remove_stmt(func: PrimFunc, path: list[Stmt]) -> PrimFunc:
+def remove_stmt(func: PrimFunc, path: list[Stmt], primitive: str = "remove") -> PrimFunc:
     """Remove ``path[-1]`` together with every loop above it left empty by that.
 
-    Stops at the enclosing block (a scope is never removed)."""
+    Stops at the enclosing block: a scope is never left empty (OnlyLeafError)."""
     cut = len(path) - 1
     while cut > 0 and isinstance(path[cut - 1], For):
         cut -= 1
     parent, old = path[cut - 1], path[cut]
-    new_parent = replace_child(parent, old, None)
-    if new_parent is None or (isinstance(parent, Block) and new_parent.body is None):
-        raise ValueError("cannot remove the only statement of a block")
-    return replace_path(func, path[:cut], new_parent)
+    if isinstance(parent, Block):
+        name = path[-1].name if isinstance(path[-1], Block) else "the statement"
+        raise OnlyLeafError(
+            primitive,
+            f'block "{name}" is the only statement of block "{parent.name}"; removing it '
+            "would leave that scope empty",
+            func,
+            blocks=[name, parent.name],
+        )
+    return replace_path(func, path[:cut], replace_child(parent, old, None))
 
 
 def remove_alloc(func: PrimFunc, buffer) -> PrimFunc:

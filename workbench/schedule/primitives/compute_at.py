@@ -334,7 +334,7 @@ def compute_at(
         p, func, block, _needed(block, inside, paths, loop), writes=True, where=where
     )
     nest = _cover(p, func, block, var_ranges, loop, preserve_unit_loops, where)
-    func = remove_stmt(func, bpath)
+    func = remove_stmt(func, bpath, p)
     before = {c.name for c in inside}
     return _insert(p, func, loop_var, nest, before, set(), index, where)
 
@@ -394,7 +394,7 @@ def reverse_compute_at(
         p, func, block, _produced(block, inside, paths, loop), writes=False, where=where
     )
     nest = _cover(p, func, block, var_ranges, loop, preserve_unit_loops, where)
-    func = remove_stmt(func, bpath)
+    func = remove_stmt(func, bpath, p)
     after = {b.name for b in inside}
     return _insert(p, func, loop_var, nest, set(), after, index, where)
 

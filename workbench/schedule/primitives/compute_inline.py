@@ -133,7 +133,7 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     def make(indices):
         return substitute(store.value, dict(zip(order, indices, strict=True)))
 
-    func = remove_stmt(func, path)
+    func = remove_stmt(func, path, p)
     new_root = _ReplaceLoads(buf, make).visit_stmt(func.body)
     func = func.with_body(new_root)  # type: ignore[arg-type]
     return remove_alloc(func, buf)
@@ -205,7 +205,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     value = substitute(value, mapping)
     indices = tuple(substitute(i, mapping) for i in store.indices)
     new_producer = producer.with_body(BufferStore(store.buffer, value, indices))
-    func = remove_stmt(func, path)
+    func = remove_stmt(func, path, p)
     ppath = find_block_path(func, p, producer.name)
     func = replace_path(func, ppath, new_producer)
     return remove_alloc(func, buf)
