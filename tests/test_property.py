@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 import workbench as wb
-from workbench.ir import For
+from workbench.ir import Block, For
 from workbench.ir.analysis import block_names, block_path
 from workbench.testing import (
     assert_verifies,
@@ -288,10 +288,13 @@ def test_mutated_trace_json_is_refused_with_trace_error(data):
 # records), or it raised a ScheduleError subclass and left everything as it was -- the
 # module (same object, same text), the trace (same object, length and text), the
 # handle table and the random generator (a refusal draws nothing). Any other exception
-# propagates, so hypothesis shrinks it. At the end the schedule computes what the
+# propagates, so hypothesis shrinks it. At the end: every handle still resolves or is
+# refused as stale; a copy taken midway did not change; the schedule computes what the
 # unscheduled function computes (C build of ``wb.lower``'s output vs the numpy
-# reference), so does the lowered module itself, and the trace replays through JSON
-# and Python text to the identical IR.
+# reference), so does the lowered module itself; the trace replays through JSON and
+# Python text to the identical IR; and the trace with one sampling decision changed
+# (another tiling, index or location, or None to sample again) replays all-or-nothing
+# to a schedule that round-trips and verifies too.
 
 ALL_WORKLOADS: dict[str, wb.PrimFunc] = {
     "matmul": wb.workloads.matmul(16, 16, 16),
@@ -327,9 +330,11 @@ ALL_PRIMITIVES = (
     "sample_compute_location",
 )
 
-#: every primitive once, the ones that restructure the IR more often
+#: every primitive once, the ones that restructure the IR or sample more often
 PRIMITIVE_WEIGHTS = (
     *ALL_PRIMITIVES,
+    "sample_perfect_tile",
+    "sample_categorical",
     "split",
     "split",
     "reorder",
@@ -366,7 +371,7 @@ THREAD_AXIS = st.sampled_from(
 )
 MAX_STEPS = 8
 
-COMPUTE_INDEX = st.sampled_from([-1, -1, -1, -2, 0, 1, 2, -3])
+COMPUTE_INDEX = st.sampled_from([-1, -1, -1, -1, -1, -2, 0, 1, 2, -3])
 
 
 class _Run:
@@ -425,8 +430,7 @@ def attempt(run: _Run, prim: str, call: Callable[[], object], grows: int = 1):
 
 def _block_names(sch: wb.Schedule) -> list[str]:
     """The blocks a schedule works on: all but those inside another block's ``init``
-    (``get_loops`` and the primitives do not look there; see
-    test_property_regressions.py)."""
+    (get_block refuses them)."""
     func = sch.func
     return [n for n in block_names(func) if block_path(func, n) is not None]
 
@@ -435,14 +439,30 @@ def _is_reduction(block) -> bool:
     return block.init is not None or any(iv.kind == "R" for iv in block.iter_vars)
 
 
+def _has_role(func: wb.PrimFunc, name: str, role: str) -> bool:
+    """Whether block ``name`` is a reduction, or a producer / consumer of another block
+    (by the buffers in their read/write regions)."""
+    blocks = {n: block_path(func, n)[-1] for n in block_names(func) if block_path(func, n)}
+    me = blocks[name]
+    if role == "reduction":
+        return _is_reduction(me)
+    mine = {r.buffer.name for r in (me.writes if role == "producer" else me.reads)}
+    return any(
+        mine & {r.buffer.name for r in (b.reads if role == "producer" else b.writes)}
+        for n, b in blocks.items()
+        if n != name
+    )
+
+
 def _draw_block(
-    data: st.DataObject, sch: wb.Schedule, label: str = "block", reduction: bool = False
+    data: st.DataObject, sch: wb.Schedule, label: str = "block", role: str | None = None
 ):
-    """A block by its current name (mostly a reduction block when ``reduction``)."""
+    """A block by its current name; mostly one with ``role`` (``"reduction"``,
+    ``"producer"``, ``"consumer"``) when given."""
     names = _block_names(sch)
-    if reduction and data.draw(st.integers(0, 4), label="any block?") != 0:
+    if role and data.draw(st.integers(0, 4), label="any block?") != 0:
         func = sch.func
-        names = [n for n in names if _is_reduction(block_path(func, n)[-1])] or names
+        names = [n for n in names if _has_role(func, n, role)] or names
     name = data.draw(st.sampled_from(names), label=label)
     return name, sch.get_block(name)
 
@@ -453,9 +473,7 @@ def _reduction_loops(sch: wb.Schedule, block, loops: list) -> list:
 
     node = sch.get(block)
     bound = [v for iv, v in zip(node.iter_vars, node.iter_values) if iv.kind == "R"]
-    return [
-        lp for lp in loops if any(uses_var(v, sch.get(lp).loop_var) for v in bound)
-    ]
+    return [lp for lp in loops if any(uses_var(v, sch.get(lp).loop_var) for v in bound)]
 
 
 def _draw_loop(data: st.DataObject, run: _Run, loops: list, label: str = "loop"):
@@ -519,7 +537,9 @@ def _sample_tiles(data: st.DataObject, run: _Run, loop) -> tuple[bool, list]:
 
 
 def _split_factors(data: st.DataObject, run: _Run, loop) -> list:
-    how = data.draw(st.sampled_from(["given", "given", "sampled", "pool"]), label="factors")
+    how = data.draw(
+        st.sampled_from(["given", "given", "sampled", "sampled", "pool"]), label="factors"
+    )
     if how == "sampled":
         ok, tiles = _sample_tiles(data, run, loop)
         if ok:
@@ -565,7 +585,18 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
     (through :func:`attempt`, which checks the invariants)."""
     sch = run.sch
     prim = data.draw(st.sampled_from(PRIMITIVE_WEIGHTS), label="primitive")
-    name, block = _draw_block(data, sch, reduction=prim in ("decompose_reduction", "rfactor"))
+    role = {
+        "decompose_reduction": "reduction",
+        "rfactor": "reduction",
+        "compute_inline": "producer",
+        "compute_at": "producer",
+        "sample_compute_location": "producer",
+        "set_scope": "producer",
+        "storage_align": "producer",
+        "reverse_compute_inline": "consumer",
+        "reverse_compute_at": "consumer",
+    }.get(prim)
+    name, block = _draw_block(data, sch, role=role)
     loops = sch.get_loops(block)
     note(f"{prim} on block {name!r}")
     grows = 1
@@ -603,7 +634,15 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
         if loop is not None:
             call = lambda: getattr(sch, prim)(loop)  # noqa: E731
     elif prim in ("annotate", "unannotate"):
-        target = data.draw(st.sampled_from([*loops, block]), label="target")
+        targets = [*loops, block]
+        if prim == "unannotate" and data.draw(st.integers(0, 3), label="annotated?") != 0:
+            annotated = [t for t in targets if _live(sch, t) and sch.get(t).annotations]
+            if not annotated:  # annotate one first, so that there is something to remove
+                first = data.draw(st.sampled_from(targets), label="annotate first")
+                if attempt(run, "annotate", lambda: sch.annotate(first, "note", 1))[0]:
+                    annotated = [first]
+            targets = annotated or targets
+        target = data.draw(st.sampled_from(targets), label="target")
         key = data.draw(st.sampled_from(["pragma_auto_unroll_max_step", "note"]), label="key")
         if prim == "annotate":
             values = [st.integers(-4, 64), st.sampled_from(["SSRSRS", 'q"uote'])]
@@ -628,8 +667,10 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
         if loop is not None:
             keep = data.draw(st.booleans(), label="preserve_unit_loops")
             index = data.draw(COMPUTE_INDEX, label="index")
-            note(f"{prim}(loop={sch.get(loop).loop_var.name if _live(sch, loop) else loop}, "
-                 f"preserve_unit_loops={keep}, index={index})")
+            note(
+                f"{prim}(loop={sch.get(loop).loop_var.name if _live(sch, loop) else loop}, "
+                f"preserve_unit_loops={keep}, index={index})"
+            )
             call = lambda: getattr(sch, prim)(  # noqa: E731
                 block, loop, preserve_unit_loops=keep, index=index
             )
@@ -652,7 +693,13 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
         call = lambda: sch.set_scope(block, index, scope)  # noqa: E731
     elif prim == "storage_align":
         index = _buffer_index(data, sch, block, "writes")
-        axis = data.draw(st.integers(-1, 3), label="axis")
+        try:
+            ndim = len(sch.get(block).writes[index].buffer.shape)
+        except (IndexError, TypeError):
+            ndim = 2
+        axis = data.draw(
+            st.one_of(st.integers(0, max(0, ndim - 1)), st.integers(-1, 4)), label="axis"
+        )
         factor = data.draw(st.sampled_from([8, 16, 32, 4, 0, -2]), label="factor")
         offset = data.draw(st.sampled_from([1, 0, 2, -1]), label="offset")
         note(f"storage_align(index={index!r}, axis={axis}, factor={factor}, offset={offset})")
@@ -694,8 +741,9 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
     elif prim == "sample_categorical":
         cands = data.draw(st.lists(st.integers(0, 64), min_size=0, max_size=4), label="cands")
         probs = data.draw(
-            st.lists(st.sampled_from([0.25, 0.5, 1.0, 0.0, 2]), min_size=len(cands),
-                     max_size=len(cands)),
+            st.lists(
+                st.sampled_from([0.25, 0.5, 1.0, 0.0, 2]), min_size=len(cands), max_size=len(cands)
+            ),
             label="probs",
         )
         if data.draw(st.integers(0, 9), label="bad probs?") == 0:
@@ -704,9 +752,7 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
             st.one_of(st.none(), st.integers(-1, max(0, len(cands)))), label="decision"
         )
         note(f"sample_categorical({cands}, {probs}, decision={decision})")
-        ok, v = attempt(
-            run, prim, lambda: sch.sample_categorical(cands, probs, decision=decision)
-        )
+        ok, v = attempt(run, prim, lambda: sch.sample_categorical(cands, probs, decision=decision))
         if ok:
             assert sch.get(v) in cands
             run.exprs.append(v)
@@ -720,9 +766,7 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
     elif prim == "sample_compute_location":
         decision = data.draw(st.one_of(st.none(), st.integers(-3, 4)), label="decision")
         note(f"sample_compute_location(decision={decision})")
-        ok, loc = attempt(
-            run, prim, lambda: sch.sample_compute_location(block, decision=decision)
-        )
+        ok, loc = attempt(run, prim, lambda: sch.sample_compute_location(block, decision=decision))
         if ok:
             run.locations.append(loc)
         if ok and data.draw(st.integers(0, 4), label="compute_at it?") != 0:
@@ -744,9 +788,10 @@ def random_any_step(data: st.DataObject, run: _Run) -> None:
     run.previous = loops
 
 
-def _live(sch: wb.Schedule, loop) -> bool:
+def _live(sch: wb.Schedule, handle) -> bool:
+    """Whether a loop or block handle still refers to a loop or block."""
     try:
-        return isinstance(sch.get(loop), For)
+        return isinstance(sch.get(handle), (For, Block))
     except wb.ScheduleError:
         return False
 
@@ -756,10 +801,26 @@ def run_random_full_schedule(data: st.DataObject) -> tuple[wb.Schedule, wb.PrimF
     func = ALL_WORKLOADS[name]
     seed = data.draw(st.integers(0, 2**16), label="seed")
     run = _Run(wb.Schedule(func, seed=seed), func)
-    for _ in range(data.draw(st.integers(1, MAX_STEPS), label="steps")):
+    steps = data.draw(st.integers(1, MAX_STEPS), label="steps")
+    copy_at = data.draw(st.integers(0, steps), label="copy after step")
+    snapshot = None
+    for step in range(steps):
+        if step == copy_at:
+            # an independent copy: what the original does next does not touch it
+            copied = run.sch.copy()
+            snapshot = (copied, copied.mod.script(), copied.trace.script())
         random_any_step(data, run)
     sch = run.sch
     note(sch.trace.script())
+    if snapshot is not None:
+        copied, text, trace_text = snapshot
+        assert copied.mod.script() == text and copied.trace.script() == trace_text
+    # every handle made along the way resolves, or is refused as stale
+    for handle in list(sch._rvs):
+        try:
+            sch.get(handle)
+        except wb.ScheduleError:
+            pass
     # every block and loop of the result is reachable through handles
     for b in _block_names(sch):
         blk = sch.get_block(b)
@@ -768,8 +829,64 @@ def run_random_full_schedule(data: st.DataObject) -> tuple[wb.Schedule, wb.PrimF
     return sch, func
 
 
+SAMPLING_KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
+
+
+def _new_decision(data: st.DataObject, inst) -> object:
+    """Another decision for sampling instruction ``inst``: None (sample again from the
+    RNG), a shuffle of its tiles (same product), or an arbitrary value."""
+    old = inst.decision
+    if data.draw(st.integers(0, 4), label="resample?") < 2:
+        return None
+    if inst.kind == "SamplePerfectTile":
+        if data.draw(st.booleans(), label="shuffle?"):
+            return list(data.draw(st.permutations(list(old)), label="shuffled"))
+        return data.draw(
+            st.lists(st.integers(1, 16), min_size=len(old), max_size=len(old)), label="tiles"
+        )
+    if inst.kind == "SampleCategorical":
+        return data.draw(st.integers(-1, len(inst.arg("candidates"))), label="index")
+    return data.draw(st.integers(-3, 4), label="location")
+
+
+def redecide(data: st.DataObject, sch: wb.Schedule, func: wb.PrimFunc):
+    """Replay ``sch``'s trace with one sampling decision changed, on a fresh schedule.
+
+    The replay refuses with a ScheduleError (a decision that does not fit, or a later
+    step that no longer applies) and leaves the fresh schedule untouched, or it gives
+    a schedule whose trace records the new decision and round-trips. Returns that
+    schedule (None if refused or nothing was sampled)."""
+    steps = [n for n, inst in enumerate(sch.trace) if inst.kind in SAMPLING_KINDS]
+    if not steps:
+        return None
+    step = data.draw(st.sampled_from(steps), label="sampling step to change")
+    decision = _new_decision(data, sch.trace[step])
+    note(f"redecide step {step}: {decision!r}")
+    try:
+        trace = sch.trace.with_decision(step, decision)
+    except wb.ScheduleError as e:
+        event(f"with_decision refused: {type(e).__name__}")
+        return None
+    fresh = wb.Schedule(func, seed=data.draw(st.integers(0, 2**16), label="replay seed"))
+    before = fresh.mod.script()
+    try:
+        trace.apply_to_schedule(fresh)
+    except wb.ScheduleError as e:
+        assert fresh.mod.script() == before and len(fresh.trace) == 0, "replay not all-or-nothing"
+        why = type(e.__cause__).__name__ if e.__cause__ else str(e).split(": ", 1)[-1][-40:]
+        event(f"redecided replay refused: {why}")
+        return None
+    event("redecided replay applied")
+    assert len(fresh.trace) == len(sch.trace)
+    if decision is not None:
+        got = fresh.trace[step].decision
+        assert list(got) == list(decision) if isinstance(got, tuple) else got == decision
+    roundtrip_trace(fresh, func)
+    return fresh
+
+
 @settings(
-    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_random_full_schedules_compute_the_same_and_replay(data):
@@ -777,10 +894,13 @@ def test_random_full_schedules_compute_the_same_and_replay(data):
     roundtrip_trace(sch, func)
     assert_verifies(sch, func)  # builds wb.lower(sch.mod)
     assert_verifies(wb.lower(sch.mod), func)
+    other = redecide(data, sch, func)
+    if other is not None:
+        assert_verifies(other, func)
 
 
 @settings(
-    max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_random_full_schedules_refuse_cleanly_and_replay(data):
@@ -789,3 +909,4 @@ def test_random_full_schedules_refuse_cleanly_and_replay(data):
     sch, func = run_random_full_schedule(data)
     roundtrip_trace(sch, func)
     wb.lower(sch.mod)
+    redecide(data, sch, func)

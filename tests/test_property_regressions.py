@@ -70,3 +70,40 @@ def test_a_block_get_block_returns_is_usable():
     sch.get_producers(init)
     roundtrip_trace(sch, func)
     assert_verifies(sch, func)
+
+
+# --------------------------------------------------------------------------- 3
+# sample_perfect_tile has no upper bound on ``n``: n=10**9 builds a list of 10**9
+# tiles (``outer = [1] * (n - 1)`` in draw_perfect_tile) and raises MemoryError -- or,
+# without a memory limit, gets the process killed. Run in a subprocess capped at 2
+# GiB so that the suite survives either way. Expected: a ScheduleError (e.g.
+# InvalidSamplingArgumentError for an n beyond what the loop can use).
+
+_HUGE_N = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+import workbench as wb
+sch = wb.Schedule(wb.workloads.matmul(16, 16, 16), seed=0)
+i, j, k = sch.get_loops(sch.get_block("C"))
+try:
+    sch.sample_perfect_tile(j, n=10**9)
+except wb.ScheduleError:
+    print("refused")
+else:
+    print("accepted")
+"""
+
+
+def test_sample_perfect_tile_with_a_huge_n_does_not_exhaust_memory():
+    import subprocess
+    import sys
+
+    import pytest
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("uses RLIMIT_AS")
+    done = subprocess.run(
+        [sys.executable, "-c", _HUGE_N], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() in ("refused", "accepted")

@@ -224,8 +224,9 @@ def test_sample_perfect_tile_fail_bad_decision(func, decision, why):
 @pytest.mark.parametrize(
     "kwargs, why",
     [
-        ({"n": 0}, "n must be a positive integer"),
-        ({"n": 2.0}, "n must be a positive integer"),
+        ({"n": 0}, "n must be an integer from 1 to 16"),
+        ({"n": 17}, "n must be an integer from 1 to 16"),
+        ({"n": 2.0}, "n must be an integer from 1 to 16"),
         ({"n": 2, "max_innermost_factor": 0}, "max_innermost_factor"),
         ({"n": 2, "max_innermost_factor": -3}, "max_innermost_factor"),
         ({"n": 1}, "cannot be tiled into 1 tile"),

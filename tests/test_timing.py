@@ -169,3 +169,92 @@ def test_argument_validation(kwargs: dict, match: str) -> None:
 def test_non_callable_rejected() -> None:
     with pytest.raises(TypeError, match="callable"):
         measure(42)  # type: ignore[arg-type]
+
+
+# --- cache flushing ------------------------------------------------------------------
+
+
+def test_flush_cache_samples_are_single_runs(monkeypatch) -> None:
+    flusher = timing.CacheFlusher(1 << 16)
+    monkeypatch.setattr(timing, "default_flusher", lambda: flusher)
+    fn = Counter()
+    m = measure(fn, repeat=4, min_repeat_ms=1000, warmup=2, flush_cache=True)
+    assert (m.number, m.repeat, len(m.samples)) == (1, 4, 4)
+    assert fn.calls == 2 + 4  # warmup + one run per sample; no calibration
+    assert flusher.flushes == 4  # one flush before every sample
+    assert int(flusher.buffer[::64].min()) == int(flusher.buffer[::64].max()) == 4
+
+
+def test_flush_happens_right_before_each_timed_run(monkeypatch) -> None:
+    events: list[str] = []
+
+    class Recorder:
+        def flush(self) -> None:
+            events.append("flush")
+
+    monkeypatch.setattr(timing, "default_flusher", Recorder)
+    measure(lambda: events.append("run"), repeat=3, warmup=1, flush_cache=True)
+    assert events == ["run"] + ["flush", "run"] * 3
+
+
+def test_flush_cache_refuses_explicit_number(monkeypatch) -> None:
+    monkeypatch.setattr(timing, "default_flusher", lambda: timing.CacheFlusher(1 << 16))
+    fn = Counter()
+    with pytest.raises(ValueError, match="number=1"):
+        measure(fn, number=10, flush_cache=True)
+    assert fn.calls == 0
+    assert measure(fn, number=1, repeat=1, flush_cache=True, warmup=0).number == 1
+
+
+def test_cache_flusher_touches_every_cache_line() -> None:
+    flusher = timing.CacheFlusher(4096)
+    assert not flusher.buffer.any()
+    flusher.flush()
+    flusher.flush()
+    assert flusher.flushes == 2
+    lines = flusher.buffer.reshape(-1, 64)
+    assert (lines[:, 0] == 2).all()  # one byte per 64-byte line, read and written
+    assert not lines[:, 1:].any()
+    with pytest.raises(ValueError, match="at least 64 bytes"):
+        timing.CacheFlusher(8)
+
+
+def _fake_cache(root, *entries: tuple[str, str]) -> None:
+    for n, (kind, size) in enumerate(entries):
+        index = root / f"index{n}"
+        index.mkdir()
+        (index / "type").write_text(kind + "\n")
+        (index / "size").write_text(size + "\n")
+
+
+def test_largest_cache_bytes_reads_sysfs(tmp_path) -> None:
+    _fake_cache(tmp_path, ("Data", "48K"), ("Instruction", "64M"), ("Unified", "2048K"),
+                ("Unified", "32M"))
+    assert timing.largest_cache_bytes(tmp_path) == 32 << 20  # instruction caches ignored
+    assert timing.largest_cache_bytes(tmp_path / "missing") is None
+
+
+def test_cache_flush_bytes_is_twice_the_last_level(monkeypatch) -> None:
+    for largest, expected in [(32 << 20, 64 << 20), (None, timing.FALLBACK_FLUSH_BYTES),
+                              (4 << 30, timing.MAX_FLUSH_BYTES)]:
+        timing.cache_flush_bytes.cache_clear()
+        monkeypatch.setattr(timing, "largest_cache_bytes", lambda largest=largest: largest)
+        assert timing.cache_flush_bytes() == expected
+    timing.cache_flush_bytes.cache_clear()
+
+
+def test_flushing_makes_a_memory_bound_kernel_slower(monkeypatch) -> None:
+    """A streaming kernel over 2 MiB (in cache when warm) is slower right after a flush."""
+    import workbench as wb
+
+    monkeypatch.setattr(timing, "_default_flusher", None)  # freed again after the test
+    n = 1 << 18
+    A = wb.placeholder((n,), "float32", name="A")
+    B = wb.compute((n,), lambda i: A[i] * 2.0, name="B")
+    kernel = wb.build(wb.create_prim_func([A, B], name="scale"))
+    a, b = np.ones(n, "float32"), np.zeros(n, "float32")
+    warm = wb.measure(kernel, a, b, repeat=7, min_repeat_ms=10)
+    cold = wb.measure(kernel, a, b, repeat=7, flush_cache=True)
+    assert cold.number == 1 and warm.number > 1
+    assert timing.default_flusher().nbytes == timing.cache_flush_bytes()
+    assert cold.median > 1.2 * warm.median, (cold, warm)

@@ -31,6 +31,8 @@ from .ir.expr import (
 from .ir.transform import lower
 from .runtime.cpu import Kernel, KernelArgumentError, build
 from .runtime.flops import flop_count
+from .runtime.isolation import MeasureError
+from .runtime.peak import peak_gflops
 from .runtime.timing import Measurement
 from .runtime.verify import VerificationError, verify
 from .schedule import (
@@ -42,6 +44,7 @@ from .schedule import (
     Trace,
     TraceError,
 )
+from .search.tune import tune
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004
 
 
@@ -53,6 +56,9 @@ def measure(
     min_repeat_ms: float = 100,
     warmup: int = 1,
     flops: int | None = None,
+    flush_cache: bool = False,
+    isolated: bool = False,
+    timeout: float = 10.0,
 ) -> Measurement:
     """Time ``kernel(*args)`` with the semantics of TVM's ``time_evaluator``.
 
@@ -60,15 +66,39 @@ def measure(
     None it grows until one repeat lasts ``min_repeat_ms``. GFLOPS use ``flops``, or
     the kernel's own count from the IR (``wb.flop_count``) for built kernels.
 
+    ``flush_cache=True`` evicts the caches before every sample (cold-cache figures, as
+    TVM's ``cache_flush_bytes``); each sample is then a single run (``number`` is 1 and
+    ``min_repeat_ms`` does not apply).
+
+    ``isolated=True`` runs a built kernel in a worker process (``default_worker()``) on
+    random arrays of its parameter shapes (``args`` may be left out; when given they are
+    only checked): a kernel that crashes or runs past ``timeout`` seconds raises
+    :class:`MeasureError` (its ``.result`` says why) and this process lives on.
+
     >>> import numpy as np, workbench as wb
     >>> kernel = wb.build(wb.workloads.matmul(32, 32, 32))
     >>> a, b, c = (np.ones((32, 32), "float32") for _ in range(3))
     >>> m = wb.measure(kernel, a, b, c, repeat=3, min_repeat_ms=1)
     >>> len(m.samples), m.flops
     (3, 65536)
+    >>> wb.measure(kernel, repeat=3, min_repeat_ms=1, isolated=True).repeat
+    3
     """
+    from .runtime.isolation import measure_isolated
     from .runtime.timing import measure as _measure
 
+    if isolated:
+        return measure_isolated(
+            kernel,
+            *args,
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            warmup=warmup,
+            flops=flops,
+            flush_cache=flush_cache,
+            timeout=timeout,
+        )
     return _measure(
         kernel,
         *args,
@@ -77,6 +107,7 @@ def measure(
         min_repeat_ms=min_repeat_ms,
         warmup=warmup,
         flops=flops,
+        flush_cache=flush_cache,
     )
 
 

@@ -9,6 +9,10 @@ Lowering follows TensorIR semantics, as TVM lowers blocks:
   guarded by ``if (predicate)`` when it has one; its ``init`` runs when every reduction
   iter var is 0; buffers it allocates are declared at its position (so each thread of a
   parallel loop gets its own copy);
+* a loop annotated ``pragma_auto_unroll_max_step = N`` (as TVM) asks to unroll the serial
+  loops at or inside it whose whole subtree runs at most ``N`` steps (a store is one step, a
+  vectorized loop counts its body once) and holds no parallel or thread-bound loop: each
+  gets the dialect's unroll pragma with its extent (see :func:`auto_unroll_steps`);
 * loop kinds become pragmas (the dialect's); a parallel loop nested in a parallel loop, or
   any parallel/vectorized loop nested in a vectorized one, runs serially; a parallel or
   vectorized loop whose iterations store to the same element (a reduction over that loop)
@@ -176,6 +180,7 @@ class _FunctionPrinter:
         self.in_parallel = False
         self.in_simd = False
         self.uses_status = False
+        self.auto_unroll = 0  # pragma_auto_unroll_max_step of the innermost annotated loop
 
     # -- bookkeeping ------------------------------------------------------------------
     def emit(self, text: str) -> None:
@@ -370,14 +375,19 @@ class _FunctionPrinter:
         ctype = self.ctype(s.loop_var.dtype)
         v = self.declare(s.loop_var, s.extent)
         header = f"for ({ctype} {v} = 0; {v} < {s.extent}; ++{v}) {{"
-        saved = (self.in_parallel, self.in_simd)
+        saved = (self.in_parallel, self.in_simd, self.auto_unroll)
+        self.auto_unroll = _auto_unroll_max_step(s, self.auto_unroll)
         pragma: str | None = None
         if s.kind == "thread_binding":
             code = self.d.thread_loop(self.d, v, ctype, s.extent, s.thread_tag or "")
         else:
             if s.kind in ("parallel", "vectorized"):
                 pragma = self._parallel_pragma(s)
-            elif s.kind == "unrolled" and self.d.pragma_unroll:
+            elif self.d.pragma_unroll and (
+                s.kind == "unrolled"
+                or (s.kind == "serial" and self.auto_unroll > 0
+                    and 0 < auto_unroll_steps(s) <= self.auto_unroll)
+            ):
                 pragma = self.d.pragma_unroll.format(n=min(s.extent, self.d.max_unroll))
             code = LoopCode(open=((pragma,) if pragma else ()) + (header,))
         for line in code.open:
@@ -389,7 +399,7 @@ class _FunctionPrinter:
         self.depth -= 1
         for line in code.close:
             self.emit(line)
-        self.in_parallel, self.in_simd = saved
+        self.in_parallel, self.in_simd, self.auto_unroll = saved
         self.pop()
 
     def _parallel_pragma(self, s: For) -> str | None:
@@ -504,6 +514,55 @@ class _FunctionPrinter:
             head.append(INDENT + self.d.status_decl)
         tail = INDENT + (self.d.return_status if self.uses_status else self.d.return_ok)
         return "\n".join(head + body + [tail, "}"])
+
+
+# -- auto unroll (pragma_auto_unroll_max_step) ---------------------------------------------
+AUTO_UNROLL_KEY = "pragma_auto_unroll_max_step"
+
+
+def _auto_unroll_max_step(loop: For, inherited: int) -> int:
+    """The unroll budget in force at ``loop``: its own annotation, else the enclosing one."""
+    for key, value in loop.annotations:
+        if key == AUTO_UNROLL_KEY and isinstance(value, int) and not isinstance(value, bool):
+            return max(value, 0)
+    return inherited
+
+
+def auto_unroll_steps(s: _Stmt) -> int:
+    """Steps the unrolled code of ``s`` would have, or 0 if ``s`` must not be unrolled.
+
+    A store or evaluation is one step; a serial or unrolled loop multiplies its body's
+    steps by its extent; a vectorized loop counts its body once (it becomes vector
+    instructions); a parallel or thread-bound loop anywhere inside forbids unrolling (0).
+    A loop annotated ``pragma_auto_unroll_max_step = N`` is unrolled when this is in
+    ``1..N`` (TVM's ``UnrollLoop`` rule, with vectorization already applied).
+
+    >>> import workbench as wb
+    >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+    >>> i, j, k = sch.get_loops(sch.get_block("C"))
+    >>> sch.decompose_reduction(sch.get_block("C"), k)  # doctest: +ELLIPSIS
+    BlockRV(...)
+    >>> auto_unroll_steps(sch.get(k)), auto_unroll_steps(sch.get(j))
+    (16, 272)
+    >>> sch.vectorize(j)
+    >>> auto_unroll_steps(sch.get(j)), auto_unroll_steps(sch.get(i))
+    (17, 272)
+    """
+    if isinstance(s, For):
+        if s.kind in ("parallel", "thread_binding"):
+            return 0
+        inner = auto_unroll_steps(s.body)
+        return inner if s.kind == "vectorized" else inner * s.extent
+    if isinstance(s, SeqStmt):
+        parts = [auto_unroll_steps(x) for x in s.stmts]
+        return 0 if 0 in parts else sum(parts)
+    if isinstance(s, Block):
+        parts = [auto_unroll_steps(x) for x in (s.init, s.body) if x is not None]
+        return 0 if 0 in parts else sum(parts)
+    if isinstance(s, IfThenElse):
+        parts = [auto_unroll_steps(x) for x in (s.then_case, s.else_case) if x is not None]
+        return 0 if 0 in parts else sum(parts)
+    return 1
 
 
 def _shared_store(loop: For) -> Buffer | None:

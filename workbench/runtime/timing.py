@@ -1,7 +1,8 @@
 """Wall-clock measurement of kernels with TVM `time_evaluator` semantics.
 
 Each of `repeat` samples is the mean time of one call over `number` back-to-back calls;
-`number` grows until one repeat lasts at least `min_repeat_ms`.
+`number` grows until one repeat lasts at least `min_repeat_ms`. With `flush_cache=True`
+the caches are evicted before every sample (see `CacheFlusher`) and each sample is one run.
 
 Example:
     >>> m = measure(sum, range(1000), number=10, repeat=3, min_repeat_ms=0)
@@ -15,17 +16,29 @@ import functools
 import itertools
 import math
 import numbers
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Measurement", "measure"]
+__all__ = ["CacheFlusher", "Measurement", "cache_flush_bytes", "default_flusher", "measure"]
 
 _MAX_NUMBER = 1 << 30
 _GROWTH_MARGIN = 1.05
+
+#: sysfs folder describing the caches seen by CPU 0 (one ``index*`` folder per cache).
+CPU_CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+#: Flush size when the cache sizes cannot be read.
+FALLBACK_FLUSH_BYTES = 64 << 20
+#: Upper bound of the flush size, so a huge shared L3 does not cost gigabytes of memory.
+MAX_FLUSH_BYTES = 256 << 20  # virtual machines can report a whole host L3 (hundreds of MiB)
+_CACHE_LINE = 64
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 @dataclass(frozen=True)
@@ -119,6 +132,103 @@ class Measurement:
         )
 
 
+def _parse_cache_size(text: str) -> int | None:
+    """``"48K"`` -> 49152; None when the text is not a size."""
+    match = _SIZE_RE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
+
+
+def largest_cache_bytes(cache_dir: Path = CPU_CACHE_DIR) -> int | None:
+    """Size in bytes of the largest data or unified cache listed under ``cache_dir``
+    (the last-level cache), or None when sysfs does not say.
+
+    Example:
+        >>> size = largest_cache_bytes()
+        >>> size is None or size >= 4096
+        True
+    """
+    sizes = []
+    for index in sorted(Path(cache_dir).glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            size = _parse_cache_size((index / "size").read_text())
+        except OSError:
+            continue
+        if kind != "Instruction" and size:
+            sizes.append(size)
+    return max(sizes) if sizes else None
+
+
+@functools.cache
+def cache_flush_bytes() -> int:
+    """Bytes written by a cache flush: twice the last-level cache (read from
+    ``/sys/devices/system/cpu/cpu0/cache``), 64 MiB when unknown, at most 256 MiB.
+
+    Example:
+        >>> 0 < cache_flush_bytes() <= MAX_FLUSH_BYTES
+        True
+    """
+    largest = largest_cache_bytes()
+    if largest is None:
+        return FALLBACK_FLUSH_BYTES
+    return min(2 * largest, MAX_FLUSH_BYTES)
+
+
+class CacheFlusher:
+    """Evicts the CPU caches by writing through a buffer larger than the last-level cache,
+    the way TVM's ``time_evaluator(cache_flush_bytes=...)`` does.
+
+    ``flush()`` increments one byte in every 64-byte cache line of the buffer: a read and
+    a write of each line with ordinary (temporal) stores, so every line is pulled into the
+    caches and whatever the kernel had there is pushed out. (A plain ``memset`` of a large
+    buffer may use non-temporal stores that bypass the caches.) The buffer is allocated
+    and first touched once, on construction.
+
+    Example:
+        >>> flusher = CacheFlusher(1 << 20)
+        >>> flusher.flush(); flusher.flushes
+        1
+        >>> int(flusher.buffer[::64].min())
+        1
+    """
+
+    def __init__(self, nbytes: int | None = None) -> None:
+        nbytes = cache_flush_bytes() if nbytes is None else int(nbytes)
+        if nbytes < _CACHE_LINE:
+            raise ValueError(f"a cache flush needs at least {_CACHE_LINE} bytes, got {nbytes}")
+        self.nbytes = nbytes
+        self.buffer = np.zeros(nbytes, dtype=np.uint8)
+        self._lines = self.buffer[::_CACHE_LINE]
+        self.flushes = 0
+
+    def flush(self) -> None:
+        """Touch (read and write) every cache line of the buffer once."""
+        np.add(self._lines, 1, out=self._lines)
+        self.flushes += 1
+
+    def __repr__(self) -> str:
+        return f"CacheFlusher(nbytes={self.nbytes}, flushes={self.flushes})"
+
+
+_default_flusher: CacheFlusher | None = None
+
+
+def default_flusher() -> CacheFlusher:
+    """The process's shared `CacheFlusher` of `cache_flush_bytes()`, made on first use
+    (allocating its buffer once keeps page faults out of later flushes).
+
+    Example:
+        >>> default_flusher() is default_flusher()
+        True
+    """
+    global _default_flusher
+    if _default_flusher is None:
+        _default_flusher = CacheFlusher()
+    return _default_flusher
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -149,6 +259,12 @@ def _time_repeat(call: Callable[[], object], number: int) -> float:
     return perf_counter() - start
 
 
+def _flushed_run(call: Callable[[], object], flusher: CacheFlusher) -> float:
+    """Seconds taken by one call of `call` right after an (untimed) cache flush."""
+    flusher.flush()
+    return _time_repeat(call, 1)
+
+
 def _calibrate(call: Callable[[], object], number: int, min_seconds: float) -> int:
     """Grow `number` (at least doubling each step) until one repeat lasts `min_seconds`."""
     while number < _MAX_NUMBER:
@@ -168,6 +284,7 @@ def measure(
     min_repeat_ms: float = 100,
     warmup: int = 1,
     flops: int | None = None,
+    flush_cache: bool = False,
 ) -> Measurement:
     """Time `fn(*args)` like TVM's `time_evaluator` and return a `Measurement`.
 
@@ -179,6 +296,12 @@ def measure(
     `time.perf_counter`; each sample is the repeat's time divided by `number`.
     When `flops` is None and `fn` has an integer attribute `flops`, that is used.
 
+    `flush_cache=True` gives cold-cache figures: before each of the `repeat` samples the
+    caches are evicted (`default_flusher().flush()`, untimed) and the sample is a single
+    run. So `number` is 1 (another explicit `number` is refused) and `min_repeat_ms` does
+    not apply; use enough `repeat`s, since a single short run is a noisy sample. The first
+    flushing measurement in a process allocates the flush buffer (`cache_flush_bytes()`).
+
     Example:
         >>> m = measure(sorted, list(range(100)), repeat=3, min_repeat_ms=1)
         >>> m.repeat, len(m.samples)
@@ -187,17 +310,27 @@ def measure(
     _validate(number, repeat, min_repeat_ms, warmup, flops)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if flush_cache and number not in (None, 1):
+        raise ValueError(
+            f"flush_cache=True times single runs (number=1), got number={number!r}; "
+            "leave number=None"
+        )
     fn_flops = getattr(fn, "flops", None)
     if flops is None and _is_int(fn_flops):
         flops = fn_flops
     call = functools.partial(fn, *args) if args else fn
 
+    flusher = default_flusher() if flush_cache else None
     for _ in range(warmup):
         call()
-    count = int(number) if number is not None else 1
-    if min_repeat_ms > 0:
-        count = _calibrate(call, count, min_repeat_ms / 1e3)
-    samples = tuple(_time_repeat(call, count) / count for _ in range(repeat))
+    if flusher is not None:
+        count = 1
+        samples = tuple(_flushed_run(call, flusher) for _ in range(repeat))
+    else:
+        count = int(number) if number is not None else 1
+        if min_repeat_ms > 0:
+            count = _calibrate(call, count, min_repeat_ms / 1e3)
+        samples = tuple(_time_repeat(call, count) / count for _ in range(repeat))
     return Measurement(
         samples=samples,
         number=count,

@@ -46,6 +46,9 @@ class InvalidSamplingArgumentError(ScheduleError, ValueError):
     """Bad arguments to a sampling primitive (``n < 1``, negative probabilities...)."""
 
 
+MAX_TILES = 16  # deeper tilings than this are never useful and would only cost memory
+
+
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -165,10 +168,11 @@ def draw_perfect_tile(
 
 def _check_tile_args(func: PrimFunc, loop: For, n: Any, max_innermost_factor: Any) -> None:
     name = loop.loop_var.name
-    if not _is_int(n) or n < 1:
+    if not _is_int(n) or not 1 <= n <= MAX_TILES:
         raise InvalidSamplingArgumentError(
             "sample_perfect_tile",
-            f'n must be a positive integer (the number of tiles of loop "{name}"), got {n!r}',
+            f'n must be an integer from 1 to {MAX_TILES} (the number of tiles of loop '
+            f'"{name}"), got {n!r}',
             func,
             loops=[loop.loop_var],
         )

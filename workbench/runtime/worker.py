@@ -1,0 +1,178 @@
+"""The measurement worker: a child process that loads built kernels and times them.
+
+`workbench.runtime.isolation.Worker` starts it as ``python -m workbench.runtime.worker``
+and keeps it alive between measurements. A kernel that crashes (segfault, abort) kills
+only this process; one that hangs is killed by the parent after its timeout.
+
+Protocol: JSON lines, never pickle. Requests arrive on stdin, one per line::
+
+    {"so_path": "/.../kernels/<hash>.so", "symbol": "matmul",
+     "params": [[[128, 128], "float32"], ...], "number": null, "repeat": 3,
+     "min_repeat_ms": 50, "warmup": 1, "flush_cache": false, "seed": 0}
+
+Replies go to the process's original stdout (fd 1 is then pointed at stderr, so a kernel
+that prints cannot corrupt them). The worker first writes ``{"ready": true, "pid": ...}``
+once imported; for each request it writes ``{"phase": "running"}`` when the library is
+loaded and the arrays are made (the parent starts its timeout clock there), then one of::
+
+    {"status": "ok", "samples": [...], "number": 10, "repeat": 3}
+    {"status": "run_error", "error": "kernel `matmul` returned status 1 ..."}
+
+The worker exits on end of input, and within a second of its parent dying.
+
+Example (what the parent does; see `Worker` for the real thing):
+    >>> import json, subprocess, sys
+    >>> proc = subprocess.run([sys.executable, "-m", "workbench.runtime.worker"],
+    ...                       input="", capture_output=True, text=True)
+    >>> json.loads(proc.stdout.splitlines()[0])["ready"]
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+import numpy as np
+
+from workbench.runtime.timing import measure
+
+_PARENT_POLL_SECONDS = 1.0
+
+
+class RequestError(ValueError):
+    """A request is malformed (missing keys, wrong types)."""
+
+
+def random_array(shape: list[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Random values like `workbench.runtime.reference.random_args`: floats standard
+    normal, signed integers in [-8, 8), unsigned in [0, 8), bools random.
+
+    Example:
+        >>> random_array([2, 3], "int32", np.random.default_rng(0)).dtype.name
+        'int32'
+    """
+    dt = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dt.kind in "iu":
+        return rng.integers(0 if dt.kind == "u" else -8, 8, shape).astype(dt)
+    raise RequestError(f"cannot make random arrays of dtype {dtype!r}")
+
+
+def _field(request: dict, key: str, kinds: tuple[type, ...], optional: bool = False) -> Any:
+    value = request.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+        raise RequestError(f"request field {key!r} must be {kinds[0].__name__}, got {value!r}")
+    return value
+
+
+def load_function(so_path: str, symbol: str, nparams: int) -> Any:
+    """The C function ``symbol`` of the shared object ``so_path``, typed as the generated
+    kernels are: ``int32_t f(void*, ...)`` (nonzero = an allocation failed)."""
+    lib = ctypes.CDLL(so_path)
+    cfunc = getattr(lib, symbol)
+    cfunc.argtypes = [ctypes.c_void_p] * nparams
+    cfunc.restype = ctypes.c_int32
+    return cfunc
+
+
+def handle(request: dict, announce: Any = None) -> dict:
+    """Run one measurement request and return the reply (never raises for a bad kernel;
+    a crash inside the kernel takes the process down, which is the parent's business).
+
+    ``announce()`` is called once the kernel is loaded and its arrays exist, just before
+    the first call of the kernel.
+    """
+    try:
+        so_path = _field(request, "so_path", (str,))
+        symbol = _field(request, "symbol", (str,))
+        params = _field(request, "params", (list,))
+        number = _field(request, "number", (int,), optional=True)
+        repeat = _field(request, "repeat", (int,))
+        min_repeat_ms = _field(request, "min_repeat_ms", (int, float))
+        warmup = _field(request, "warmup", (int,))
+        flush_cache = _field(request, "flush_cache", (bool,))
+        seed = _field(request, "seed", (int,))
+        rng = np.random.default_rng(seed)
+        arrays = [random_array(shape, dtype, rng) for shape, dtype in params]
+    except (RequestError, TypeError, ValueError) as err:
+        return {"status": "run_error", "error": f"bad measurement request: {err}"}
+    try:
+        cfunc = load_function(so_path, symbol, len(arrays))
+    except (OSError, AttributeError) as err:
+        return {"status": "run_error", "error": f"cannot load `{symbol}` from {so_path}: {err}"}
+    pointers = [a.ctypes.data for a in arrays]
+    if announce is not None:
+        announce()
+    status = cfunc(*pointers)  # the first warmup run, with its status checked
+    if status != 0:
+        return {
+            "status": "run_error",
+            "error": f"kernel `{symbol}` returned status {status} (it could not allocate "
+            "its intermediate buffers)",
+        }
+    try:
+        m = measure(
+            cfunc,
+            *pointers,
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            warmup=max(warmup - 1, 0),
+            flush_cache=flush_cache,
+        )
+    except (TypeError, ValueError) as err:
+        return {"status": "run_error", "error": f"bad measurement request: {err}"}
+    return {"status": "ok", "samples": list(m.samples), "number": m.number, "repeat": m.repeat}
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit this process once the parent is gone (the kernel may be stuck in a loop)."""
+    while True:
+        time.sleep(_PARENT_POLL_SECONDS)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def _send(out: TextIO, message: dict) -> None:
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
+def main() -> int:
+    """Serve requests from stdin until it closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop us
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # a kernel's printf goes to stderr, not into the replies
+    sys.stdout = sys.stderr
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    _send(out, {"ready": True, "pid": os.getpid()})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError as err:
+            _send(out, {"status": "run_error", "error": f"unreadable request: {err}"})
+            continue
+        if not isinstance(request, dict):
+            _send(out, {"status": "run_error", "error": "a request must be a JSON object"})
+            continue
+        _send(out, handle(request, announce=lambda: _send(out, {"phase": "running"})))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""What a tuning run returns: every trial, the best schedule, a table and a plot.
+
+>>> import workbench as wb
+>>> func = wb.workloads.matmul(16, 16, 16)
+>>> sch = wb.Schedule(func)
+>>> r = TuneResult(func, [Trial(0, sch.trace, "ok", 2e-6, "", "abc")], flops=8192,
+...                wall_time=1.0, peak=100.0)
+>>> r.best.gflops
+4.096
+>>> print(r)
+TuneResult(matmul: 1 trial, best 0.002 ms = 4.1 GFLOPS (4.1% of peak), 1.0 s)
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..ir import IRModule, PrimFunc
+from ..schedule import Schedule, Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
+    from matplotlib.figure import Figure
+
+    from ..runtime.cpu import Kernel
+
+__all__ = ["Best", "Trial", "TuneResult"]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate that was measured (or found in the database).
+
+    ``status`` is ``"ok"``, ``"build_error"``, ``"run_error"``, ``"timeout"`` or
+    ``"crash"``; ``latency`` the median seconds per run (None when it failed);
+    ``cached``: taken from the database instead of measured in this run.
+    """
+
+    index: int
+    trace: Trace
+    status: str
+    latency: float | None
+    decisions: str
+    source_hash: str
+    error: str = ""
+    cached: bool = False
+    origin: str = "random"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.latency is not None
+
+
+@dataclass(frozen=True)
+class Best:
+    """The fastest schedule found: its ``trace``, ``latency`` (median seconds) and
+    ``gflops``; ``schedule`` replays the trace on the tuned function.
+
+    >>> import workbench as wb
+    >>> func = wb.workloads.matmul(16, 16, 16)
+    >>> best = Best(wb.Schedule(func).trace, 1e-6, 8.2, func)
+    >>> best.schedule.mod.names
+    ['matmul']
+    """
+
+    trace: Trace
+    latency: float
+    gflops: float | None
+    func: PrimFunc | IRModule = field(repr=False)
+    target: str = "c"
+
+    @property
+    def schedule(self) -> Schedule:
+        """A new :class:`Schedule` of the function with the trace replayed."""
+        sch = Schedule(self.func)
+        self.trace.apply_to_schedule(sch)
+        return sch
+
+    def build(self) -> Kernel:
+        """Build the best schedule (``wb.build(best.schedule.mod, target)``)."""
+        from ..runtime.cpu import build
+
+        return build(self.schedule.mod, target=self.target)
+
+    def __repr__(self) -> str:
+        gflops = "" if self.gflops is None else f", {self.gflops:.1f} GFLOPS"
+        return f"Best({self.latency * 1e3:.4f} ms{gflops}, {len(self.trace)} instructions)"
+
+
+def _func_name(func: PrimFunc | IRModule) -> str:
+    if isinstance(func, IRModule):
+        return ",".join(func.names)
+    return func.name
+
+
+class TuneResult:
+    """Everything a :func:`~workbench.search.tune` run measured, in trial order.
+
+    ``trials`` is the list of :class:`Trial`; ``best`` the fastest (None when every
+    trial failed); ``table`` a pandas DataFrame; ``plot()`` a matplotlib Figure.
+    ``wall_time`` is the run's duration in seconds, ``interrupted`` whether it was
+    stopped (Ctrl-C) before its trial budget, ``exhausted`` whether the space ran out
+    of new candidates first. ``seed`` is the seed the run used (drawn when none was
+    given: pass it again to repeat the run); ``rejected`` counts candidates the space
+    or a replay refused (``ScheduleError``) and ``duplicates`` those discarded as
+    already seen (same trace or same generated C).
+    """
+
+    def __init__(
+        self,
+        func: PrimFunc | IRModule,
+        trials: list[Trial],
+        *,
+        flops: int | None,
+        wall_time: float,
+        peak: float | None = None,
+        numpy_time: float | None = None,
+        strategy: str = "",
+        target: str = "c",
+        interrupted: bool = False,
+        exhausted: bool = False,
+        seed: int | None = None,
+        rejected: int = 0,
+        duplicates: int = 0,
+    ):
+        self.func = func
+        self.trials = trials
+        self.flops = flops
+        self.wall_time = wall_time
+        self.peak = peak
+        self.numpy_time = numpy_time
+        self.strategy = strategy
+        self.target = target
+        self.interrupted = interrupted
+        self.exhausted = exhausted
+        self.seed = seed
+        self.rejected = rejected
+        self.duplicates = duplicates
+
+    # ------------------------------------------------------------------ values
+    def gflops(self, latency: float | None) -> float | None:
+        """GFLOPS of the function at ``latency`` seconds (None if unknown)."""
+        if latency is None or not self.flops or latency <= 0:
+            return None
+        return self.flops / latency / 1e9
+
+    @property
+    def best(self) -> Best | None:
+        """The fastest successful trial (the earliest among equals), or None."""
+        ok = [t for t in self.trials if t.ok]
+        if not ok:
+            return None
+        t = min(ok, key=lambda t: (t.latency, t.index))
+        return Best(t.trace, t.latency, self.gflops(t.latency), self.func, self.target)
+
+    @property
+    def failures(self) -> list[Trial]:
+        return [t for t in self.trials if not t.ok]
+
+    def best_so_far(self) -> list[float | None]:
+        """For each trial, the best latency among it and the trials before it."""
+        out: list[float | None] = []
+        best = None
+        for t in self.trials:
+            if t.ok and (best is None or t.latency < best):
+                best = t.latency
+            out.append(best)
+        return out
+
+    @property
+    def table(self) -> pandas.DataFrame:
+        """One row per trial: trial, status, median latency (ms), GFLOPS, fraction of
+        peak, decisions, source hash, cached (from the database), error."""
+        import pandas as pd
+
+        rows = []
+        for t in self.trials:
+            g = self.gflops(t.latency) if t.ok else None
+            rows.append({
+                "trial": t.index,
+                "status": t.status,
+                "latency_ms": t.latency * 1e3 if t.ok else math.nan,
+                "gflops": math.nan if g is None else g,
+                "fraction_of_peak": (
+                    g / self.peak if g is not None and self.peak else math.nan
+                ),
+                "decisions": t.decisions,
+                "source_hash": t.source_hash,
+                "cached": t.cached,
+                "error": t.error,
+            })
+        columns = ["trial", "status", "latency_ms", "gflops", "fraction_of_peak",
+                   "decisions", "source_hash", "cached", "error"]
+        return pd.DataFrame(rows, columns=columns)
+
+    # -------------------------------------------------------------------- plot
+    def plot(self, numpy_time: float | None = None) -> Figure:
+        """Latency of every candidate by trial (points), failures as red ``x`` at the
+        top, the best-so-far as a step line and, when given (or passed to ``tune`` as
+        ``numpy_reference``), numpy's time as a horizontal line. The y axis is
+        logarithmic when latencies span more than a factor of 10.
+
+        >>> import workbench as wb
+        >>> func = wb.workloads.matmul(16, 16, 16)
+        >>> t = wb.Schedule(func).trace
+        >>> r = TuneResult(func, [Trial(0, t, "ok", 2e-6, "", "a"),
+        ...                       Trial(1, t, "crash", None, "", "b")], flops=8192, wall_time=1)
+        >>> fig = r.plot(numpy_time=1e-6)
+        >>> [line.get_label() for line in fig.axes[0].get_lines()]
+        ['failed (1)', 'best so far', 'numpy']
+        """
+        from matplotlib.figure import Figure
+
+        numpy_time = self.numpy_time if numpy_time is None else numpy_time
+        fig = Figure(figsize=(7, 4), layout="constrained")
+        ax = fig.add_subplot()
+        ok = [t for t in self.trials if t.ok]
+        lat_ms = [t.latency * 1e3 for t in ok]
+        refs = lat_ms + ([numpy_time * 1e3] if numpy_time else [])
+        ax.scatter([t.index for t in ok], lat_ms, s=18, alpha=0.7, label="candidate")
+        fail = self.failures
+        if fail:
+            top = max(refs) * 1.3 if refs else 1.0
+            ax.plot([t.index for t in fail], [top] * len(fail), linestyle="none", marker="x",
+                    color="tab:red", markersize=8, label=f"failed ({len(fail)})")
+        steps = [(t.index, b * 1e3) for t, b in zip(self.trials, self.best_so_far())
+                 if b is not None]
+        if steps:
+            ax.step([s[0] for s in steps], [s[1] for s in steps], where="post",
+                    color="tab:green", label="best so far")
+        if numpy_time:
+            ax.axhline(numpy_time * 1e3, color="tab:gray", linestyle="--", label="numpy")
+        if refs and max(refs) / min(refs) > 10:
+            ax.set_yscale("log")
+        ax.set_xlabel("trial")
+        ax.set_ylabel("median latency (ms)")
+        ax.set_title(f"{_func_name(self.func)}: {self.strategy or 'search'}, "
+                     f"{len(self.trials)} trials")
+        if self.trials:
+            ax.legend(loc="upper right", fontsize="small")
+        return fig
+
+    # ----------------------------------------------------------------- display
+    def summary(self) -> str:
+        """One line: trials, failures, the best latency and GFLOPS, the wall time."""
+        n = len(self.trials)
+        parts = [f"{n} trial{'s' if n != 1 else ''}"]
+        if self.failures:
+            parts[0] += f" ({len(self.failures)} failed)"
+        best = self.best
+        if best is None:
+            parts.append("no successful trial")
+        else:
+            text = f"best {best.latency * 1e3:.3f} ms"
+            if best.gflops is not None:
+                text += f" = {best.gflops:.1f} GFLOPS"
+                if self.peak:
+                    text += f" ({100 * best.gflops / self.peak:.1f}% of peak)"
+            if self.numpy_time:
+                text += f", {self.numpy_time / best.latency:.2f}x numpy"
+            parts.append(text)
+        parts.append(f"{self.wall_time:.1f} s")
+        if self.interrupted:
+            parts.append("interrupted")
+        if self.exhausted:
+            parts.append("space exhausted")
+        return f"{_func_name(self.func)}: " + ", ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"TuneResult({self.summary()})"
+
+    def _repr_html_(self) -> str:
+        return f"<p><b>{html.escape(self.summary())}</b></p>" + self.table.to_html(
+            index=False, float_format=lambda x: f"{x:.4g}"
+        )
+
+    def __len__(self) -> int:
+        return len(self.trials)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-serialisable): the summary fields and each trial's row."""
+        best = self.best
+        return {
+            "function": _func_name(self.func),
+            "strategy": self.strategy,
+            "wall_time": self.wall_time,
+            "best_latency": None if best is None else best.latency,
+            "best_gflops": None if best is None else best.gflops,
+            "best_trace": None if best is None else best.trace.as_json_obj(),
+            "peak": self.peak,
+            "trials": [
+                {"trial": t.index, "status": t.status, "latency": t.latency,
+                 "decisions": t.decisions, "source_hash": t.source_hash,
+                 "cached": t.cached, "error": t.error}
+                for t in self.trials
+            ],
+        }

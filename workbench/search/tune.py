@@ -1,0 +1,285 @@
+"""``wb.tune``: search a design space for the fastest schedule, measuring for real.
+
+The loop, batch after batch until ``trials`` candidates are done:
+
+1. the strategy proposes new candidates (random samples of the space, or children of
+   the best traces so far); each is a trace replayed on a fresh schedule, never seen
+   before (by trace JSON and by generated C source);
+2. candidates the database already holds are not measured again: they count as done,
+   with their stored result;
+3. the rest are compiled in parallel (``build_many``) and measured one at a time in
+   an isolated worker process with a timeout, so a crashing or hanging candidate
+   comes back as a failed trial and the Python process lives on;
+4. each result goes to the database (when given) as soon as it is measured, and to
+   the strategy.
+
+Ctrl-C (KeyboardInterrupt) stops the run cleanly: ``tune`` returns what was measured,
+which is also in the database already.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from ..ir import IRModule, PrimFunc
+from ..runtime.flops import flop_count
+from ..schedule import Schedule
+from .evolutionary import Candidate, CandidateFactory, EvolutionarySearch, RandomSearch, trace_key
+from .result import Trial, TuneResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..runtime.cpu import Kernel
+    from ..runtime.isolation import RunResult
+    from .database import Database
+
+__all__ = ["STRATEGIES", "tune"]
+
+STRATEGIES = ("evolutionary", "random")
+
+#: Timer settings for measuring a candidate during search (see ``wb.measure``).
+SEARCH_TIMER: dict[str, Any] = {"repeat": 3, "min_repeat_ms": 50, "warmup": 1}
+
+
+def _check_args(trials: Any, strategy: Any, target: Any, batch_size: Any, timeout: Any) -> None:
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"tune: trials must be a positive integer, got {trials!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"tune: unknown strategy {strategy!r}; choose one of {STRATEGIES}")
+    if target != "c":
+        raise ValueError(f"tune: target {target!r} is not supported yet; use target='c'")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"tune: batch_size must be a positive integer, got {batch_size!r}")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise ValueError(f"tune: timeout must be a positive number of seconds, got {timeout!r}")
+
+
+def _as_func(func: Any) -> PrimFunc | IRModule:
+    if isinstance(func, Schedule):
+        raise TypeError("tune: pass the function to tune (sch.mod), not a Schedule")
+    if not isinstance(func, (PrimFunc, IRModule)):
+        raise TypeError(f"tune: expected a PrimFunc or an IRModule, got {type(func).__name__}")
+    if isinstance(func, IRModule) and len(func) != 1:
+        raise ValueError(
+            f"tune: the module has {len(func)} functions {func.names}; tune one at a time"
+        )
+    return func
+
+
+def _numpy_seconds(reference: Any) -> float | None:
+    if reference is None:
+        return None
+    seconds = getattr(reference, "median", reference)  # a Measurement or seconds
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ValueError(
+            "tune: numpy_reference must be numpy's time in seconds (or a Measurement), "
+            f"got {reference!r}"
+        )
+    return float(seconds)
+
+
+def _default_measurer(timeout: float) -> Callable[[Kernel], RunResult]:
+    from ..runtime.isolation import default_worker
+
+    worker = default_worker()
+
+    def measure(kernel: Kernel) -> RunResult:
+        return worker.measure_kernel(kernel, timeout=timeout, **SEARCH_TIMER)
+
+    return measure
+
+
+def _default_builder(mods: Sequence[IRModule]) -> list:
+    from ..runtime.isolation import build_many
+
+    return build_many(list(mods), max_workers=2)
+
+
+def _open_database(database: Any) -> Database | None:
+    if database is None or not isinstance(database, (str, Path)):
+        return database
+    from .database import Database
+
+    return Database(database)
+
+
+def _peak() -> float:
+    from ..runtime.peak import peak_gflops
+
+    return peak_gflops()
+
+
+def _make_search(
+    strategy: str, factory: CandidateFactory, rng: random.Random, trials: int,
+    batch_size: int, cost_model: Any,
+) -> RandomSearch:
+    if strategy == "random":
+        return RandomSearch(factory, rng)
+    if cost_model is True:
+        from .cost_model import RidgeCostModel
+
+        cost_model = RidgeCostModel()
+    init = min(trials, max(batch_size, trials // 4))
+    return EvolutionarySearch(factory, rng, init_random=init, cost_model=cost_model or None)
+
+
+def tune(
+    func: PrimFunc | IRModule,
+    space: Callable[[Schedule], Schedule | None] | None = None,
+    trials: int = 64,
+    strategy: str = "evolutionary",
+    target: str = "c",
+    database: Database | str | Path | None = None,
+    seed: int | None = None,
+    timeout: float = 10.0,
+    numpy_reference: float | Any | None = None,
+    measurer: Callable[[Kernel], RunResult] | None = None,
+    progress: bool = True,
+    batch_size: int = 8,
+    *,
+    cost_model: bool | Any = False,
+    builder: Callable[[Sequence[IRModule]], list] | None = None,
+) -> TuneResult:
+    """Search for the fastest schedule of ``func`` and return a :class:`TuneResult`.
+
+    ``space(sch)`` is a stochastic schedule (it calls ``sch.sample_perfect_tile``,
+    ``sample_categorical``... and may return the schedule); None uses the built-in CPU
+    space (:func:`workbench.search.space.default_space`). ``strategy`` is
+    ``"evolutionary"`` (mutate the decisions of the best traces) or ``"random"``.
+    ``trials`` counts candidates measured, failed or found in ``database`` (a
+    :class:`~workbench.search.database.Database` or a folder path): those already
+    there are not measured again. ``seed`` fixes every random choice (the result's
+    ``seed`` tells which one a run without it used). Each candidate is measured in a
+    worker process with ``timeout`` seconds; ``measurer(kernel) -> RunResult`` replaces
+    that (tests pass a fake one) and ``builder(mods) -> [Kernel | error text]`` the
+    parallel compiler. ``numpy_reference`` (seconds, or a Measurement) is shown in
+    the summary and the plot. ``cost_model=True`` ranks mutated candidates with
+    :class:`~workbench.search.cost_model.RidgeCostModel` before measuring (or pass a
+    model). ``progress`` shows a tqdm bar; Ctrl-C stops the run and returns what was
+    measured.
+
+    >>> import workbench as wb
+    >>> def space(sch):
+    ...     i, j, k = sch.get_loops(sch.get_block("C"))
+    ...     j0, j1 = sch.split(j, factors=sch.sample_perfect_tile(j, n=2))
+    ...     sch.reorder(i, j0, k, j1)
+    >>> result = wb.tune(wb.workloads.matmul(64, 64, 64), space, trials=3, seed=0,
+    ...                  progress=False)
+    >>> len(result.trials), result.best.latency == min(t.latency for t in result.trials)
+    (3, True)
+    """
+    func = _as_func(func)
+    _check_args(trials, strategy, target, batch_size, timeout)
+    numpy_time = _numpy_seconds(numpy_reference)
+    if space is None:
+        from .space import default_space
+
+        space = default_space(func, target=target)
+    if seed is None:
+        seed = random.SystemRandom().getrandbits(32)
+    rng = random.Random(seed)
+    db = _open_database(database)
+    measure = measurer if measurer is not None else _default_measurer(timeout)
+    build = builder if builder is not None else _default_builder
+    factory = CandidateFactory(func, space, target)
+    search = _make_search(strategy, factory, rng, trials, batch_size, cost_model)
+    known = {} if db is None else {
+        trace_key(r.trace_json): r for r in db.records(func) if r.target == target
+    }
+    run = _Run(func, db, target, search, flop_count(func), progress, trials)
+
+    start = perf_counter()
+    interrupted = exhausted = False
+    try:
+        while len(run.trials) < trials:
+            batch = search.propose(min(batch_size, trials - len(run.trials)))
+            if not batch:
+                exhausted = True
+                break
+            fresh = []
+            for cand in batch:
+                record = known.get(cand.key)
+                if record is None:
+                    fresh.append(cand)
+                else:
+                    run.add_known(cand, record)
+            kernels = build([c.mod for c in fresh]) if fresh else []
+            for cand, kernel in zip(fresh, kernels, strict=True):
+                run.add_measured(cand, kernel, measure)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        run.close()
+    return TuneResult(
+        func,
+        run.trials,
+        flops=run.flops,
+        wall_time=perf_counter() - start,
+        peak=_peak(),
+        numpy_time=numpy_time,
+        strategy=search.name,
+        target=target,
+        interrupted=interrupted,
+        exhausted=exhausted,
+        seed=seed,
+        rejected=factory.rejected,
+        duplicates=factory.duplicates,
+    )
+
+
+class _Run:
+    """Book-keeping of one tune run: trials, database commits, the progress bar."""
+
+    def __init__(self, func, db, target, search, flops, progress, total):
+        from tqdm.auto import tqdm
+
+        self.func = func
+        self.db = db
+        self.target = target
+        self.search = search
+        self.flops = flops
+        self.trials: list[Trial] = []
+        self.best: float | None = None
+        self.bar = tqdm(total=total, disable=not progress, unit="trial",
+                        desc=f"tune {getattr(func, 'name', '')}".strip())
+
+    def _add(self, cand: Candidate, status: str, latency: float | None, error: str,
+             cached: bool) -> None:
+        ok = status == "ok" and latency is not None
+        self.trials.append(Trial(len(self.trials), cand.trace, status, latency if ok else None,
+                                 cand.decisions, cand.source_hash, error, cached,
+                                 cand.origin))
+        self.search.tell(cand, latency if ok else None)
+        if ok and (self.best is None or latency < self.best):
+            self.best = latency
+        postfix = {}
+        if self.best is not None:
+            postfix["best_ms"] = f"{self.best * 1e3:.4f}"
+            if self.flops:
+                postfix["GFLOPS"] = f"{self.flops / self.best / 1e9:.1f}"
+        self.bar.set_postfix(postfix, refresh=False)
+        self.bar.update(1)
+
+    def add_known(self, cand: Candidate, record: Any) -> None:
+        """A candidate the database already measured: count it with its stored result."""
+        latency = record.median if record.status == "ok" else None
+        self._add(cand, record.status, latency, record.error, cached=True)
+
+    def add_measured(self, cand: Candidate, kernel: Any, measure: Callable) -> None:
+        """Measure a built candidate (or record its build error) and commit it."""
+        from ..runtime.isolation import RunResult
+
+        if isinstance(kernel, str):
+            result = RunResult(status="build_error", measurement=None, error=kernel)
+        else:
+            result = measure(kernel)
+        if self.db is not None:
+            self.db.commit(self.func, cand.trace, result, target=self.target)
+        latency = result.measurement.median if result.ok and result.measurement else None
+        self._add(cand, result.status, latency, result.error, cached=False)
+
+    def close(self) -> None:
+        self.bar.close()
