@@ -44,6 +44,7 @@ from .schedule import (
     Trace,
     TraceError,
 )
+from .search import Database, TuneResult, default_space, rules
 from .search.tune import tune
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004
 

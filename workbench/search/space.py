@@ -10,7 +10,8 @@ The rules run in this order (see :mod:`workbench.search.rules`):
 1. :func:`~workbench.search.rules.auto_inline` on every element-wise stage;
 2. :func:`~workbench.search.rules.multi_level_tiling` on every reduction block with
    data reuse (matmul, conv, batch matmul, gemv), its epilogue folded into the
-   write-back of the output tile;
+   write-back of the output tile, and (``cache_read="auto"``) its vector-loaded input
+   packed into panels when that input's rows are a page or more apart;
 3. :func:`~workbench.search.rules.parallel_vectorize_unroll` on the root block;
 4. :func:`~workbench.search.rules.random_compute_location` on the remaining producer
    stages, last stage first (after 3, so that moving a stage never invalidates the
