@@ -1,4 +1,8 @@
-"""Property tests: random sequences of loop primitives on several workloads.
+"""Property tests: random sequences of schedule primitives on several workloads.
+
+Two families: the loop primitives (split/fuse/reorder/parallel/vectorize/unroll/
+annotate) on small workloads, and every primitive of the Schedule, sampling included,
+on the standard workloads (section "all primitives" below).
 
 Each step either raises :class:`wb.ScheduleError` and leaves the schedule exactly
 as it was (same module object, same trace), or succeeds. Any other exception is a
@@ -6,7 +10,8 @@ bug. At the end the schedule computes what the unscheduled function computes
 (``verify``: C build against the numpy reference) and its trace replays, through
 JSON and Python text, to the identical IR.
 
-Hypothesis runs derandomized, so CI sees the same examples on every run.
+Hypothesis runs derandomized, so CI sees the same examples on every run. Bugs the
+random runs found are reproduced one by one in test_property_regressions.py.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import workbench as wb
 from workbench.ir import Block, For
 from workbench.ir.analysis import block_names, block_path
 from workbench.testing import (
+    assert_accesses_ok,
     assert_verifies,
     chain_func,
     conv2d_func,
@@ -916,6 +922,8 @@ def redecide(data: st.DataObject, sch: wb.Schedule, func: wb.PrimFunc):
 def test_random_full_schedules_compute_the_same_and_replay(data):
     sch, func = run_random_full_schedule(data)
     roundtrip_trace(sch, func)
+    assert_accesses_ok(sch)
+    assert_accesses_ok(wb.lower(sch.mod))
     other = redecide(data, sch, func)
     with poisoned_heap():
         assert_verifies(sch, func)  # builds wb.lower(sch.mod)
@@ -933,5 +941,8 @@ def test_random_full_schedules_refuse_cleanly_and_replay(data):
     schedules replay to the same IR and lower without error."""
     sch, func = run_random_full_schedule(data)
     roundtrip_trace(sch, func)
-    wb.lower(sch.mod)
-    redecide(data, sch, func)
+    assert_accesses_ok(sch)
+    assert_accesses_ok(wb.lower(sch.mod))
+    other = redecide(data, sch, func)
+    if other is not None:
+        assert_accesses_ok(other)

@@ -10,7 +10,13 @@ function computes and its trace replays to the same IR.
 from __future__ import annotations
 
 import workbench as wb
-from workbench.testing import assert_ir_unchanged, assert_verifies, roundtrip_trace
+from workbench.testing import (
+    access_problems,
+    assert_ir_unchanged,
+    assert_verifies,
+    roundtrip_trace,
+    shared_outer_loop_func,
+)
 
 
 def _refuses_cleanly(sch: wb.Schedule, call) -> None:
@@ -131,5 +137,161 @@ def test_reverse_compute_at_of_a_padding_block_keeps_its_border():
     except wb.ScheduleError:
         return  # refusing is fine
     roundtrip_trace(sch, func)
+    # conv loads pad's border, which nothing stores any more
+    assert access_problems(sch) == []
     for seed in range(3):  # the border is uninitialised memory: try a few inputs
         assert wb.verify(sch.mod, func, seed=seed).ok
+
+
+# --------------------------------------------------------------------------- 5
+# Out-of-bounds accesses: cache_read / cache_write size the copy from the consumer's
+# (producer's) access region relaxed over the loops, ignoring the block predicate that
+# a non-dividing split adds (T.where(i_0 * 2 + i_1 < 6)) and without clipping to the
+# buffer's shape. The copy block then binds its iter var outside its domain and reads
+# and writes past the end of the buffers -- for cache_write past the end of a function
+# *parameter* (heap corruption in the caller's array; with a local copy on the stack
+# it smashes the stack). Found with an AddressSanitizer build of the exploratory run;
+# checked here on the IR (``access_problems`` runs the loop nests with numpy), without
+# running the kernels, which may crash the process.
+
+
+def test_cache_read_inside_a_predicated_loop_stays_in_bounds():
+    func = shared_outer_loop_func(6)
+    sch = wb.Schedule(func)
+    c = sch.get_block("C")
+    i, _ = sch.get_loops(c)
+    sch.split(i, factors=[4, 2])  # 8 iterations for 6 rows: T.where(i_0 * 2 + i_1 < 6)
+    try:
+        sch.cache_read(c, 0, "local")  # B_local copy goes inside loop i, before C
+    except wb.ScheduleError:
+        return
+    # found: block "B_local" binds v0 outside [0, 6); loads B out of bounds (6, 6)
+    assert access_problems(sch) == []
+    assert access_problems(wb.lower(sch.mod)) == []
+
+
+def test_cache_write_inside_a_predicated_loop_stays_in_bounds():
+    func = shared_outer_loop_func(6)
+    sch = wb.Schedule(func)
+    b = sch.get_block("B")
+    i, _ = sch.get_loops(b)
+    sch.split(i, factors=[4, 2])
+    try:
+        sch.cache_write(b, 0, "local")  # copy-back B[v0] = B_local[v0] inside loop i
+    except wb.ScheduleError:
+        return
+    # found: stores B (a parameter) out of bounds (6, 6) at i_0=3
+    assert access_problems(sch) == []
+    assert access_problems(wb.lower(sch.mod)) == []
+
+
+def test_cache_read_in_a_blockized_predicated_nest_stays_in_bounds():
+    """The schedule that crashed a verify run with SIGSEGV: A_global (heap) is written
+    18 rows deep for 16."""
+    func = wb.workloads.transpose(16, 24)
+    sch = wb.Schedule(func)
+    b = sch.get_block("B")
+    _, i = sch.get_loops(b)
+    sch.split(i, factors=[3, None])  # 3 x 6 = 18 for 16
+    j, _, _ = sch.get_loops(b)
+    sch.blockize(j)  # B_o reads A[0:18, 0:24]
+    try:
+        sch.cache_read(b, 0, "global")  # copies A[0:18, 0:24] into A_global (16, 24)
+    except wb.ScheduleError:
+        return
+    assert access_problems(sch) == []
+    assert access_problems(wb.lower(sch.mod)) == []
+
+
+def test_cache_read_of_a_blockized_padding_stage_stays_in_bounds():
+    """Same family without a split: blockize gives pad_o the read region
+    data[0, 0:4, -1:9, -1:9] (the Select-guarded reads relaxed, not clipped to the
+    shape), and cache_read copies exactly that: data[-1] is read, data_local[-1]
+    written."""
+    func = wb.workloads.conv2d_nchw(1, 4, 8, 8, 4)
+    sch = wb.Schedule(func)
+    pad = sch.get_block("pad")
+    n, *_ = sch.get_loops(pad)
+    sch.blockize(n)
+    try:
+        sch.cache_read(pad, 0, "local")
+    except wb.ScheduleError:
+        return
+    # found: block "data_local" binds v2 outside [0, 8); loads data out of bounds
+    assert access_problems(sch) == []
+
+
+# --------------------------------------------------------------------------- 6
+# Uninitialised accumulator: cache_write of a reduction's update block (after
+# decompose_reduction) inside a scope that does not hold the init -- here the block
+# blockize made -- makes the update accumulate into a fresh C_local that nothing
+# initialises (C_init still writes C, outside), and C_local is not loaded from C
+# either. The generated C reads an uninitialised stack array: at -O3 gcc happens to
+# give the right sums, at -O0 all 256 outputs are ~1e23. Expected: a refusal (the
+# update reads the buffer it writes, whose value comes from outside the scope), or a
+# cache that starts from C.
+
+
+def test_cache_write_of_an_update_block_initialises_the_cache():
+    func = wb.workloads.matmul(16, 16, 16)
+    sch = wb.Schedule(func)
+    c = sch.get_block("C")
+    _, _, k = sch.get_loops(c)
+    sch.decompose_reduction(c, k)  # C_init under j; c is C_update
+    sch.blockize(k)  # C_update_o { for k: C_update }
+    try:
+        sch.cache_write(c, 0, "local")
+    except wb.ScheduleError:
+        return
+    # found: loads C_local where nothing was stored before (at i=0, j=0, k=0)
+    assert access_problems(sch) == []
+
+
+# --------------------------------------------------------------------------- 7
+# Wrong result: decompose_reduction at a loop above a loop the reduction block does
+# not depend on. After compute_at(sum, j) softmax's "sum" is recomputed (init and 16
+# adds) for every j of norm -- still correct. decompose_reduction(sum, i) then puts
+# the init before the j loop and leaves the adds inside it: sum[i] accumulates 16
+# times (120 of 128 outputs wrong). Expected: a refusal (a loop between ``loop`` and
+# the block is bound to none of its iter vars), or the init placed inside that loop.
+# Found twice by the exploratory run (softmax, layer_norm), via
+# sample_compute_location + compute_at.
+
+
+def test_decompose_reduction_above_an_unrelated_loop_keeps_the_result():
+    func = wb.workloads.softmax(8, 16)
+    sch = wb.Schedule(func)
+    s = sch.get_block("sum")
+    i, j = sch.get_loops(sch.get_block("norm"))
+    sch.compute_at(s, j)
+    assert wb.verify(sch.mod, func).ok
+    try:
+        sch.decompose_reduction(s, i)
+    except wb.ScheduleError:
+        return
+    assert wb.verify(sch.mod, func).ok
+
+
+# --------------------------------------------------------------------------- 8
+# Wrong result and out-of-bounds reads: compute_at drops the predicate of the block it
+# moves. split(k, [None, 5]) gives 4 x 5 = 20 iterations for 16 with
+# T.where(k_0 * 5 + k_1 < 16); rfactor(k_0) makes C_rf, whose iter vars vk_0 (4) and
+# vk_1 (5) keep that predicate. compute_at(C_rf, i) regenerates its loops over the
+# iter var domains without the T.where, so it reads A[vi, 16..19] and B[16..19, vj]
+# (past the rows' ends) and adds them in (~250 of 256 outputs wrong, up to 1e33).
+
+
+def test_compute_at_keeps_the_predicate_of_the_moved_block():
+    func = wb.workloads.matmul(16, 16, 16)
+    sch = wb.Schedule(func)
+    c = sch.get_block("C")
+    _, _, k = sch.get_loops(c)
+    k0, _ = sch.split(k, factors=[None, 5])
+    rf = sch.rfactor(k0, factor_axis=2)
+    i = sch.get_loops(c)[0]
+    try:
+        sch.compute_at(rf, i)
+    except wb.ScheduleError:
+        return
+    # found: loads A out of bounds (16, 16) (at i=0, ax0=3, ax1=0, ax2=1)
+    assert access_problems(sch) == []

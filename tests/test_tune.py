@@ -20,7 +20,7 @@ from workbench.ir import For, iter_stmts
 from workbench.runtime.isolation import RunResult
 from workbench.runtime.timing import Measurement
 from workbench.search import Database, TuneResult
-from workbench.search.cost_model import RidgeCostModel, candidate_features
+from workbench.search.cost_model import CostModel, candidate_features
 from workbench.search.evolutionary import CandidateFactory, describe_decisions
 from workbench.search.mutators import (
     mutate,
@@ -412,7 +412,7 @@ def test_cost_model_ranks_unseen_candidates_on_the_fake_landscape():
     cands = [c for c in (factory.sample(s) for s in range(160)) if c is not None]
     truth = FakeMeasurer()
     lat = [truth.latency(c.mod) for c in cands]
-    model = RidgeCostModel().fit(cands[:100], lat[:100])
+    model = CostModel().fit(cands[:100], lat[:100])
     pred = model.predict(cands[100:])
     rank = np.argsort(np.argsort(pred))
     true_rank = np.argsort(np.argsort(lat[100:]))
@@ -436,9 +436,9 @@ def test_cost_model_refuses_bad_input():
     factory = CandidateFactory(FUNC, landscape_space)
     cands = [factory.sample(s) for s in range(3)]
     with pytest.raises(ValueError, match="not been fit"):
-        RidgeCostModel().predict(cands)
+        CostModel().predict(cands)
     with pytest.raises(ValueError, match="3 candidates but 2 latencies"):
-        RidgeCostModel().fit(cands, [1.0, 2.0])
+        CostModel().fit(cands, [1.0, 2.0])
 
 
 # ---------------------------------------------------------------------------

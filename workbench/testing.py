@@ -287,3 +287,292 @@ def write_golden(name: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text if text.endswith("\n") else text + "\n")
     return path
+
+
+# ---------------------------------------------------------------------------
+# memory-access checks on the IR (no compilation)
+
+
+def access_problems(
+    x: Schedule | IRModule | PrimFunc, *, max_points: int = 1 << 20, limit: int = 5
+) -> list[str]:
+    """Problems with the memory accesses of every function of ``x``, found by running
+    each loop nest over all its iterations at once (numpy grids, one axis per loop),
+    wherever the enclosing predicates, ``if`` conditions, ``Select`` branches and
+    ``&&``/``||`` operands let the access happen:
+
+    * a block binding outside its iter var's ``[0, extent)``;
+    * a load or store outside its buffer's shape;
+    * a load of an element of a buffer allocated in the function (not a parameter)
+      that no statement before it in program order has stored (the order inside a
+      loop nest is approximated: all iterations of an earlier statement count as
+      before all iterations of a later one, which can miss a read-before-write across
+      iterations but does not report correct code).
+
+    Loaded values are taken as 0 (they never decide an index in these workloads). A
+    nest with more than ``max_points`` iterations is skipped. Returns at most
+    ``limit`` messages; ``[]`` means none found. Use :func:`assert_accesses_ok`.
+
+    >>> import workbench as wb
+    >>> from workbench.testing import access_problems
+    >>> access_problems(wb.workloads.conv2d_nchw(1, 2, 6, 6, 2))
+    []
+    """
+    if isinstance(x, Schedule):
+        x = x.mod
+    funcs = [x] if isinstance(x, PrimFunc) else [x[n] for n in x.names]
+    problems: list[str] = []
+    for func in funcs:
+        problems.extend(_AccessChecker(func, max_points, limit).run())
+    return problems[:limit]
+
+
+def assert_accesses_ok(x: Schedule | IRModule | PrimFunc) -> None:
+    """Assert :func:`access_problems` finds nothing (the IR is printed on failure)."""
+    problems = access_problems(x)
+    if problems:
+        text = _text(x) if isinstance(x, (Schedule, IRModule, PrimFunc)) else str(x)
+        raise AssertionError("memory-access problems:\n  " + "\n  ".join(problems) + "\n" + text)
+
+
+class _AccessChecker:
+    def __init__(self, func: PrimFunc, max_points: int, limit: int):
+        import numpy as np
+
+        self.np = np
+        self.func = func
+        self.max_points = max_points
+        self.limit = limit
+        self.problems: list[str] = []
+        self.env: dict[Var, Any] = {}
+        self.loops: list[str] = []  # loop variable names by axis
+        self.extents: list[int] = []
+        self.written: dict[Buffer, Any] = {}  # allocated buffer -> bool array
+        self.ndim = max(1, self._depth(func.body))
+
+    def _depth(self, s) -> int:
+        from .ir import IfThenElse
+
+        if isinstance(s, For):
+            return 1 + self._depth(s.body)
+        if isinstance(s, SeqStmt):
+            return max((self._depth(c) for c in s.stmts), default=0)
+        if isinstance(s, Block):
+            return max(self._depth(s.body), self._depth(s.init) if s.init is not None else 0)
+        if isinstance(s, IfThenElse):
+            return max(
+                self._depth(s.then_case),
+                self._depth(s.else_case) if s.else_case is not None else 0,
+            )
+        return 0
+
+    def run(self) -> list[str]:
+        np = self.np
+        if self.ndim > 60:
+            return []
+        mask = np.ones((1,) * self.ndim, dtype=bool)
+        import warnings
+
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.stmt(self.func.body, mask)
+        return self.problems
+
+    # -- reporting
+    def report(self, what: str, bad) -> None:
+        if len(self.problems) >= self.limit:
+            return
+        np = self.np
+        where = np.argwhere(np.broadcast_to(bad, bad.shape))[0] if np.ndim(bad) else []
+        at = ", ".join(
+            f"{name}={int(v)}" for name, v in zip(self.loops, list(where)[: len(self.loops)])
+        )
+        self.problems.append(f"{self.func.name}: {what}" + (f" (at {at})" if at else ""))
+
+    # -- statements
+    def stmt(self, s, mask) -> None:
+        from .ir import Evaluate, IfThenElse
+
+        np = self.np
+        if not np.any(mask):
+            return
+        if isinstance(s, SeqStmt):
+            for c in s.stmts:
+                self.stmt(c, mask)
+        elif isinstance(s, For):
+            axis = len(self.loops)
+            points = int(np.prod(self.extents + [s.extent], dtype=np.int64))
+            if points > self.max_points or s.extent <= 0:
+                self.skip(s)
+                return
+            shape = [1] * self.ndim
+            shape[axis] = s.extent
+            self.env[s.loop_var] = np.arange(s.extent, dtype=np.int64).reshape(shape)
+            self.loops.append(s.loop_var.name)
+            self.extents.append(s.extent)
+            try:
+                self.stmt(s.body, mask)
+            finally:
+                self.loops.pop()
+                self.extents.pop()
+                del self.env[s.loop_var]
+        elif isinstance(s, Block):
+            self.block(s, mask)
+        elif isinstance(s, BufferStore):
+            self.expr(s.value, mask)
+            idx = [self.expr(i, mask) for i in s.indices]
+            ok = self.in_bounds(s.buffer, idx, mask, "stores")
+            if s.buffer in self.written:
+                self.mark(s.buffer, idx, ok)
+        elif isinstance(s, IfThenElse):
+            cond = self.expr(s.condition, mask).astype(bool)
+            self.stmt(s.then_case, mask & cond)
+            if s.else_case is not None:
+                self.stmt(s.else_case, mask & ~cond)
+        elif isinstance(s, Evaluate):
+            self.expr(s.value, mask)
+
+    def skip(self, s) -> None:
+        """A nest too large to run: whatever it stores counts as stored everywhere."""
+        from .ir.functor import iter_stmts
+
+        for x in iter_stmts(s):
+            if isinstance(x, Block):
+                for buf in x.alloc_buffers:
+                    self.written.setdefault(buf, self.np.ones(tuple(map(int, buf.shape)), bool))
+            if isinstance(x, BufferStore) and x.buffer in self.written:
+                self.written[x.buffer][...] = True
+
+    def block(self, b: Block, mask) -> None:
+        np = self.np
+        for buf in b.alloc_buffers:
+            if buf not in self.written:
+                self.written[buf] = np.zeros(tuple(int(d) for d in buf.shape), dtype=bool)
+        values = [self.expr(v, mask) for v in b.iter_values]
+        for iv, v in zip(b.iter_vars, values):
+            self.env[iv.var] = v
+        mask = mask & self.expr(b.predicate, mask).astype(bool)
+        for iv, v in zip(b.iter_vars, values):
+            bad = mask & ((v < 0) | (v >= iv.extent))
+            if np.any(bad):
+                self.report(f'block "{b.name}" binds {iv.var.name} outside [0, {iv.extent})', bad)
+        if b.init is not None:
+            first = mask
+            for iv, v in zip(b.iter_vars, values):
+                if iv.kind == "R":
+                    first = first & (v == 0)
+            self.stmt(b.init, first)
+        self.stmt(b.body, mask)
+
+    # -- accesses
+    def in_bounds(self, buf: Buffer, idx, mask, verb: str):
+        np = self.np
+        ok = mask
+        for i, n in zip(idx, buf.shape):
+            ok = ok & (i >= 0) & (i < int(n))
+        bad = mask & ~ok
+        if np.any(bad):
+            self.report(f"{verb} {buf.name} out of bounds {tuple(buf.shape)}", bad)
+        return ok
+
+    def _points(self, idx, ok):
+        np = self.np
+        full = np.broadcast_shapes(ok.shape, *[np.shape(i) for i in idx])
+        ok = np.broadcast_to(ok, full)
+        return tuple(np.broadcast_to(i, full)[ok].astype(np.int64) for i in idx)
+
+    def mark(self, buf: Buffer, idx, ok) -> None:
+        if not self.np.any(ok):
+            return
+        self.written[buf][self._points(idx, ok)] = True
+
+    def load(self, e, mask):
+        np = self.np
+        idx = [self.expr(i, mask) for i in e.indices]
+        ok = self.in_bounds(e.buffer, idx, mask, "loads")
+        written = self.written.get(e.buffer)
+        if written is not None and np.any(ok):
+            points = self._points(idx, ok)
+            if not np.all(written[points]):
+                full = np.broadcast_shapes(ok.shape, *[np.shape(i) for i in idx])
+                unset = np.zeros(full, dtype=bool)
+                unset[np.broadcast_to(ok, full)] = ~written[points]
+                self.report(f"loads {e.buffer.name} where nothing was stored before", unset)
+        return np.int64(0)
+
+    # -- expressions (index arithmetic in int64; loaded values are 0)
+    def expr(self, e, mask):
+        from .ir import BufferLoad
+        from .ir import expr as E
+
+        np = self.np
+        if isinstance(e, Var):
+            if e not in self.env:
+                return np.int64(0)
+            return self.env[e]
+        if isinstance(e, (E.IntImm, E.FloatImm)):
+            return np.asarray(e.value)
+        if isinstance(e, BufferLoad):
+            return self.load(e, mask)
+        if isinstance(e, E.And):
+            a = np.asarray(self.expr(e.a, mask)).astype(bool)
+            return a & np.asarray(self.expr(e.b, mask & a)).astype(bool)
+        if isinstance(e, E.Or):
+            a = np.asarray(self.expr(e.a, mask)).astype(bool)
+            return a | np.asarray(self.expr(e.b, mask & ~a)).astype(bool)
+        if isinstance(e, E.Not):
+            return ~np.asarray(self.expr(e.a, mask)).astype(bool)
+        if isinstance(e, E.Select):
+            c = np.asarray(self.expr(e.condition, mask)).astype(bool)
+            t = self.expr(e.true_value, mask & c)
+            f = self.expr(e.false_value, mask & ~c)
+            return np.where(c, t, f)
+        if isinstance(e, E.Cast):
+            v = np.asarray(self.expr(e.value, mask))
+            if e.dtype.startswith(("int", "uint")):
+                return np.nan_to_num(v, nan=0, posinf=0, neginf=0).astype(np.int64)
+            return v
+        if isinstance(e, E.Call):
+            for a in e.args:
+                self.expr(a, mask)
+            return np.float64(0)
+        if isinstance(e, E.BinaryOp):
+            a = np.asarray(self.expr(e.a, mask))
+            b = np.asarray(self.expr(e.b, mask))
+            integer = e.a.dtype.startswith(("int", "uint")) and e.b.dtype.startswith(
+                ("int", "uint")
+            )
+            if isinstance(e, E.Add):
+                return a + b
+            if isinstance(e, E.Sub):
+                return a - b
+            if isinstance(e, E.Mul):
+                return a * b
+            if isinstance(e, E.FloorDiv):
+                return np.floor_divide(a, np.where(b == 0, 1, b)) if integer else a / b
+            if isinstance(e, E.FloorMod):
+                return np.mod(a, np.where(b == 0, 1, b)) if integer else np.fmod(a, b)
+            if isinstance(e, E.Div):
+                if integer:
+                    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+                    return np.where((a < 0) != (b < 0), -q, q)
+                return a / b
+            if isinstance(e, E.Min):
+                return np.minimum(a, b)
+            if isinstance(e, E.Max):
+                return np.maximum(a, b)
+            ops = {
+                E.EQ: np.equal,
+                E.NE: np.not_equal,
+                E.LT: np.less,
+                E.LE: np.less_equal,
+                E.GT: np.greater,
+                E.GE: np.greater_equal,
+            }
+            for cls, op in ops.items():
+                if isinstance(e, cls):
+                    return op(a, b)
+        return np.int64(0)  # anything else: no index arithmetic to follow
+
+
+__all__ += ["access_problems", "assert_accesses_ok"]

@@ -119,9 +119,9 @@ def _make_search(
     if strategy == "random":
         return RandomSearch(factory, rng)
     if cost_model is True:
-        from .cost_model import RidgeCostModel
+        from .cost_model import CostModel
 
-        cost_model = RidgeCostModel()
+        cost_model = CostModel()
     init = min(trials, max(batch_size, trials // 4))
     return EvolutionarySearch(factory, rng, init_random=init, cost_model=cost_model or None)
 
@@ -157,7 +157,7 @@ def tune(
     that (tests pass a fake one) and ``builder(mods) -> [Kernel | error text]`` the
     parallel compiler. ``numpy_reference`` (seconds, or a Measurement) is shown in
     the summary and the plot. ``cost_model=True`` ranks mutated candidates with
-    :class:`~workbench.search.cost_model.RidgeCostModel` before measuring (or pass a
+    :class:`~workbench.search.cost_model.CostModel` before measuring (or pass a
     model). ``progress`` shows a tqdm bar; Ctrl-C stops the run and returns what was
     measured.
 

@@ -56,15 +56,16 @@ from ...ir import (
     Var,
 )
 from ...ir.analysis import _relax, block_names, collect_buffers, iter_blocks
-from ...ir.expr import const
+from ...ir.expr import GE, LT, const
 from ...ir.functor import Mutator, substitute
-from ...ir.simplify import simplify
+from ...ir.simplify import and_, int_range, simplify
 from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import (
     child_block_names,
     find_block_path,
     fresh_name,
     is_root,
+    loop_bounds,
     replace_child,
     replace_path,
     scope_blocks,
@@ -351,15 +352,31 @@ def _cache_region(
 
 
 def _copy_stage(
-    name: str, src: Buffer, dst: Buffer, region: list[tuple[PrimExpr, int]]
+    name: str,
+    src: Buffer,
+    dst: Buffer,
+    region: list[tuple[PrimExpr, int]],
+    bounds: dict | None = None,
 ) -> tuple[Stmt, Block]:
     """Loops ``ax0, ax1, ...`` over ``region`` around a block ``name`` with spatial iter
-    vars ``v0, v1, ...`` (over the full buffer) doing ``dst[v] = src[v]``."""
+    vars ``v0, v1, ...`` (over the full buffer) doing ``dst[v] = src[v]``.
+
+    ``bounds`` are the enclosing loops' ranges: where the box could leave the buffer
+    (a tile of a non-dividing split), the copy gets a ``T.where`` guard."""
     loop_vars = [Var(f"ax{d}") for d in range(len(region))]
     ivars = tuple(IterVar(Var(f"v{d}"), extent, "S") for d, extent in enumerate(dst.shape))
-    values = tuple(simplify(mn + lv) for (mn, _), lv in zip(region, loop_vars))
+    known = dict(bounds or {})
+    known.update({lv: (0, ext - 1) for lv, (_, ext) in zip(loop_vars, region)})
+    values = tuple(simplify(mn + lv, known) for (mn, _), lv in zip(region, loop_vars))
+    predicate: PrimExpr = const(True)
+    for value, extent in zip(values, dst.shape):
+        lo, hi = int_range(value, known)
+        if lo is None or lo < 0:
+            predicate = and_(predicate, GE(value, const(0)))
+        if hi is None or hi > extent - 1:
+            predicate = and_(predicate, LT(value, const(extent)))
     idx = tuple(iv.var for iv in ivars)
-    block = Block(name, ivars, values, BufferStore(dst, src[idx], idx))
+    block = Block(name, ivars, values, BufferStore(dst, src[idx], idx), predicate=predicate)
     stmt: Stmt = block
     for lv, (_, extent) in reversed(list(zip(loop_vars, region))):
         stmt = For(lv, extent, "serial", stmt)
@@ -541,7 +558,7 @@ def cache_read(
         position, container = _place(func, prim, scope, writer, related, buf)
         writer_path = _path_below(scope, find_block_path(func, prim, writer.name))
         region = _cache_region(buf, writer, writer_path, container)
-    stage, _ = _copy_stage(stage_name, buf, cache, region)
+    stage, _ = _copy_stage(stage_name, buf, cache, region, loop_bounds(func))
     skip = {stage_name}
     if targets is None:  # as TVM: blocks writing the buffer keep it
         skip |= {b.name for b in iter_blocks(scope.body) if _writes(b, buf)}
@@ -578,6 +595,16 @@ def cache_write(
     block: Block = path[-1]  # type: ignore[assignment]
     scope: Block = scope_path[-1]  # type: ignore[assignment]
     _single_writer(func, prim, scope, buf, block_name)
+    if block.init is None and any(r.buffer is buf for r in block.reads or ()):
+        raise NotSingleWriteBlockError(
+            prim,
+            f'block "{block_name}" updates "{buf.name}" in place (it reads what it writes) and '
+            "the value it starts from is written outside this block (e.g. by the init block "
+            "of decompose_reduction); a fresh cache would start uninitialised. Use "
+            "cache_write before decompose_reduction.",
+            func,
+            blocks=[block_name],
+        )
     targets = {b.name for b in iter_blocks(block)}
     direct: set[str] = set()
     if consumer_blocks:
@@ -591,7 +618,7 @@ def cache_write(
     cache, stage_name = _new_cache(func, buf, storage_scope)
     position, container = _place(func, prim, scope, block, related, buf)
     region = _cache_region(buf, block, _path_below(scope, path), container)
-    stage, _ = _copy_stage(stage_name, cache, buf, region)
+    stage, _ = _copy_stage(stage_name, cache, buf, region, loop_bounds(func))
     swap = BufferSwap({buf: cache}, targets, {stage_name})
     return _with_stage(func, scope_path, position, stage, cache, swap), stage_name
 

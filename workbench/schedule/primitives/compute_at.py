@@ -31,7 +31,7 @@ from ...ir import Block, Buffer, For, IntImm, PrimExpr, PrimFunc, SeqStmt, Stmt,
 from ...ir.analysis import _relax
 from ...ir.buffer import shares_storage
 from ...ir.expr import GE, LT, const
-from ...ir.functor import iter_stmts, substitute
+from ...ir.functor import expr_vars, iter_stmts, substitute
 from ...ir.simplify import and_, int_range, simplify, sub
 from ..errors import ScheduleError
 from ._common import (
@@ -207,7 +207,7 @@ def _cover(
         if hi is None or hi > iv.extent - 1:
             guards.append(LT(value, const(iv.extent)))
         values.append(value)
-    predicate = const(True)  # the old predicate names the block's old loops
+    predicate = _carried_predicate(block, values)
     for g in guards:
         predicate = and_(predicate, g)
     new_block = replace(block, iter_values=tuple(values), predicate=predicate)
@@ -215,6 +215,23 @@ def _cover(
     for ax, ext in reversed(loops):
         stmt = For(ax, ext, "serial", stmt)
     return stmt
+
+
+def _carried_predicate(block: Block, values: list[PrimExpr]) -> PrimExpr:
+    """The block's old predicate over its new loops. It names the old loops; where those
+    were bound directly to iter vars (``vk_0 = k_0``), it is rewritten through the new
+    bindings. Otherwise it is dropped: the new loops then cover only the iter-var domains
+    (guards are added for that), which is what a split predicate protected."""
+    if isinstance(block.predicate, IntImm) and block.predicate.value:
+        return block.predicate
+    mapping = {}
+    for old, new in zip(block.iter_values, values, strict=True):
+        if isinstance(old, Var):
+            mapping[old] = new
+    used = expr_vars(block.predicate)
+    if used and used <= set(mapping):
+        return simplify(substitute(block.predicate, mapping))
+    return const(True)
 
 
 def _insert(
@@ -393,6 +410,7 @@ def reverse_compute_at(
     var_ranges = _map_to_iters(
         p, func, block, _produced(block, inside, paths, loop), writes=False, where=where
     )
+    _check_covers_domain(p, func, block, var_ranges, where)
     nest = _cover(p, func, block, var_ranges, loop, preserve_unit_loops, where)
     func = remove_stmt(func, bpath, p)
     after = {b.name for b in inside}
@@ -528,3 +546,27 @@ def _not_invertible(primitive, func, block, buffer, dim, where) -> RegionNotInve
         func,
         **where,
     )
+
+
+class DomainNotCoveredError(ScheduleError):
+    """Over all iterations of the loop, the moved block would not cover its whole domain
+    (e.g. a padding stage whose border does not depend on the producer)."""
+
+
+def _check_covers_domain(primitive, func, block: Block, var_ranges, where) -> None:
+    """reverse_compute_at: the union over the loops of the ranges must be the domain."""
+    bounds = loop_bounds(func)
+    for iv in block.iter_vars:
+        if iv.var not in var_ranges:
+            continue
+        start, ext = var_ranges[iv.var]
+        lo, hi = int_range(start, bounds)
+        if lo is None or hi is None or lo > 0 or hi + ext < iv.extent:
+            raise DomainNotCoveredError(
+                primitive,
+                f'under loop "{where["loops"][0].name}", block "{block.name}" would only run '
+                f'for part of "{iv.var.name}" in [0, {iv.extent}) (the part its producers '
+                "write there); the rest of its output would never be computed",
+                func,
+                **where,
+            )

@@ -273,6 +273,18 @@ def decompose_reduction(
                 loops=[loop_var, hit.loop_var],
                 blocks=[block_name],
             )
+    for lp in loops[idx:]:
+        if not any(uses_var(v, lp.loop_var) for v in block.iter_values):
+            raise LoopHeightError(
+                p,
+                f'loop "{lp.loop_var.name}" at or below loop "{loop_var.name}" drives none of '
+                f'the iter vars of block "{block_name}" (the block is recomputed for each of '
+                "its iterations); an init placed above it would run once for several "
+                "recomputations",
+                func,
+                loops=[loop_var, lp.loop_var],
+                blocks=[block_name],
+            )
     taken = used_names(func)
     # init block iter vars: copies of the spatial ones, same names and bindings
     init_ivs, init_values, var_map = [], [], {}
