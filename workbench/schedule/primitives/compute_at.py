@@ -430,36 +430,33 @@ def _shared_across_threads(path: list[Stmt], loop: For, buffer: Buffer) -> dict:
     return out
 
 
+def _touched(own, others: list[Block], their, paths, loop: For) -> dict[Buffer, list]:
+    """Per buffer in ``own`` (the moved block's writes, or reads): the union box of what
+    ``others`` under ``loop`` access of it through ``their`` (their reads, or writes),
+    with the loops below ``loop`` (and threads sharing the buffer) relaxed."""
+    out: dict[Buffer, list] = {}
+    for mine in own or ():
+        buf = mine.buffer
+        regions = []
+        for other in others:
+            inner = _inner_loops(paths[other.name], loop)
+            inner.update(_shared_across_threads(paths[other.name], loop, buf))
+            accesses = [a for a in their(other) or () if a.buffer is buf]
+            if accesses:
+                regions.append(_relaxed_region(accesses, _bindings(other), inner, buf))
+        if regions:
+            out[buf] = _union(regions)
+    return out
+
+
 def _needed(block: Block, consumers: list[Block], paths, loop: For) -> dict[Buffer, list]:
     """Per buffer the block writes: the region its consumers under ``loop`` read."""
-    out: dict[Buffer, list] = {}
-    for w in block.writes or ():
-        regions = []
-        for c in consumers:
-            inner = _inner_loops(paths[c.name], loop)
-            inner.update(_shared_across_threads(paths[c.name], loop, w.buffer))
-            rs = [r for r in c.reads or () if r.buffer is w.buffer]
-            if rs:
-                regions.append(_relaxed_region(rs, _bindings(c), inner, w.buffer))
-        if regions:
-            out[w.buffer] = _union(regions)
-    return out
+    return _touched(block.writes, consumers, lambda b: b.reads, paths, loop)
 
 
 def _produced(block: Block, producers: list[Block], paths, loop: For) -> dict[Buffer, list]:
     """Per buffer the block reads: the region its producers under ``loop`` write."""
-    out: dict[Buffer, list] = {}
-    for r in block.reads or ():
-        regions = []
-        for prod in producers:
-            inner = _inner_loops(paths[prod.name], loop)
-            inner.update(_shared_across_threads(paths[prod.name], loop, r.buffer))
-            ws = [w for w in prod.writes or () if w.buffer is r.buffer]
-            if ws:
-                regions.append(_relaxed_region(ws, _bindings(prod), inner, r.buffer))
-        if regions:
-            out[r.buffer] = _union(regions)
-    return out
+    return _touched(block.reads, producers, lambda b: b.writes, paths, loop)
 
 
 def _union(boxes: list[list]) -> list:
