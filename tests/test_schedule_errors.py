@@ -7,6 +7,7 @@ was (``assert_schedule_error`` checks all of that)."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -445,7 +446,13 @@ def test_detail_html(sch):
     i, j, k = y_loops(sch)
     e = assert_schedule_error(sch, lambda: sch.parallel(k), NotDataParallelError)
     html = e._repr_html_()
-    assert html.startswith("<div") and "parallel" in html
+    assert html.startswith('<div class="wb-error">')
+    assert "NotDataParallelError</b>: parallel: loop &quot;k&quot;" in html
+    marked = [line for line in html.split("\n") if "rgba(211,47,47,0.22)" in line]
+    # the loop and the block it refused are both marked
+    assert len(marked) == 2 and all("&lt;-- parallel" in line for line in marked)
+    text = [re.sub(r"<[^>]+>", "", line) for line in marked]
+    assert "for k in range(16):" in text[0] and 'T.block("Y")' in text[1]
 
 
 def test_errors_carry_primitive_loops_and_blocks(sch):

@@ -471,3 +471,21 @@ def test_real_tuning_finds_a_faster_kernel_than_the_unscheduled_one(tmp_path):
     assert kernel.source_hash == next(
         t.source_hash for t in result.trials if t.latency == result.best.latency)
     assert len(Database(tmp_path).records(func)) == 5
+
+
+def test_callback_sees_every_trial_in_order():
+    seen = []
+    result = fake_tune(trials=10, seed=3, callback=seen.append)
+    assert [t.index for t in seen] == list(range(10))
+    assert seen == result.trials
+
+
+def test_callback_exception_propagates_and_keeps_the_database(tmp_path):
+    def stop_after_three(trial):
+        if trial.index == 2:
+            raise RuntimeError("dashboard closed")
+
+    db = wb.Database(tmp_path / "db")
+    with pytest.raises(RuntimeError, match="dashboard closed"):
+        fake_tune(trials=10, seed=3, database=db, callback=stop_after_three)
+    assert len(wb.Database(tmp_path / "db").table()) == 3

@@ -326,12 +326,20 @@ def any_to_str(x, syntax: str = "classic") -> str:
 
 
 def highlight_html(code: str, style: str | None = None) -> str:
-    """Python-highlighted HTML with inline styles (no CSS needed)."""
+    """Highlighted HTML with inline styles (no CSS needed).
+
+    Without ``style`` the colours follow the JupyterLab theme (light or dark; see
+    :mod:`workbench.ir.highlight`); ``style`` names a Pygments style instead.
+    """
+    if style is None:
+        from .highlight import highlight_html as themed
+
+        return themed(code)
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import PythonLexer
 
-    fmt = HtmlFormatter(noclasses=True, style=style or "default", nowrap=False)
+    fmt = HtmlFormatter(noclasses=True, style=style, nowrap=False)
     return highlight(code, PythonLexer(), fmt)
 
 

@@ -62,10 +62,35 @@ class ScheduleError(Exception):
             marks[b] = self.primitive
         return head + "\n\n" + self.func.script(syntax=syntax, marks=marks)
 
-    def _repr_html_(self) -> str:
-        from ..ir.printer import highlight_html
+    def html(self, syntax: str = "classic") -> str:
+        """The message as a themed banner, then the IR with the marked lines
+        (``# <-- primitive``) emphasised — what notebooks and the widgets show."""
+        import html as _html
 
-        return highlight_html(self.detail())
+        from ..ir.highlight import code_block, highlight_lines
+
+        banner = (
+            '<div class="wb-error-message" style="padding:4px 6px;margin-bottom:2px;'
+            "border-left:4px solid var(--jp-error-color1,#d32f2f);"
+            "background:var(--jp-error-color3,rgba(211,47,47,0.12));"
+            'color:var(--jp-content-font-color1,inherit);font-family:var(--jp-code-font-family,monospace)">'
+            f"<b>{_html.escape(type(self).__name__)}</b>: {_html.escape(str(self))}</div>"
+        )
+        if self.func is None:
+            return f'<div class="wb-error">{banner}</div>'
+        text = self.detail(syntax=syntax).split("\n\n", 1)[1]
+        lines = highlight_lines(text)
+        marker = f"# <-- {self.primitive}"
+        for n, raw in enumerate(text.split("\n")):
+            if raw.rstrip().endswith(marker):
+                lines[n] = (
+                    '<span style="display:inline-block;min-width:100%;'
+                    'background:rgba(211,47,47,0.22)">' + lines[n] + "</span>"
+                )
+        return f'<div class="wb-error">{banner}{code_block(lines)}</div>'
+
+    def _repr_html_(self) -> str:
+        return self.html()
 
 
 class InvalidScheduleArgumentError(ScheduleError, ValueError):

@@ -35,6 +35,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..codegen.c import generate_c_source
 from ..ir import IRModule, PrimFunc
@@ -230,7 +231,7 @@ class EvolutionarySearch(RandomSearch):
         init_random: int = 16,
         epsilon: float = 0.125,
         elite: int = 8,
-        cost_model=None,
+        cost_model: Any = None,
         pool: int = 8,
         max_tries: int = 50,
     ):
@@ -241,7 +242,6 @@ class EvolutionarySearch(RandomSearch):
         self.cost_model = cost_model
         self.pool = pool
         self.measured: list[tuple[Candidate, float]] = []  # latency inf for failures
-        self.generation = 0
 
     def tell(self, candidate: Candidate, latency: float | None) -> None:
         """Remember a measured candidate (``None``: it failed)."""
@@ -293,7 +293,6 @@ class EvolutionarySearch(RandomSearch):
     def propose(self, n: int) -> list[Candidate]:
         """Up to ``n`` new candidates: random ones while the population is young,
         then mostly children of the best measured traces."""
-        self.generation += 1
         if len(self.measured) < self.init_random:
             return self._draw(min(n, self.init_random - len(self.measured)) or n)
         n_random = min(n, max(0, round(self.epsilon * n)))

@@ -142,6 +142,7 @@ def tune(
     *,
     cost_model: bool | Any = False,
     builder: Callable[[Sequence[IRModule]], list] | None = None,
+    callback: Callable[[Trial], None] | None = None,
 ) -> TuneResult:
     """Search for the fastest schedule of ``func`` and return a :class:`TuneResult`.
 
@@ -159,7 +160,9 @@ def tune(
     the summary and the plot. ``cost_model=True`` ranks mutated candidates with
     :class:`~workbench.search.cost_model.CostModel` before measuring (or pass a
     model). ``progress`` shows a tqdm bar; Ctrl-C stops the run and returns what was
-    measured.
+    measured. ``callback(trial)`` is called after each trial (a live dashboard uses it:
+    ``wb.tune(func, callback=dashboard.add_trial)``); an exception it raises propagates
+    out of ``tune`` (what was measured so far is already in the database).
 
     >>> import workbench as wb
     >>> def space(sch):
@@ -189,7 +192,7 @@ def tune(
     known = {} if db is None else {
         trace_key(r.trace_json): r for r in db.records(func) if r.target == target
     }
-    run = _Run(func, db, target, search, flop_count(func), progress, trials)
+    run = _Run(func, db, target, search, flop_count(func), progress, trials, callback)
 
     start = perf_counter()
     interrupted = exhausted = False
@@ -233,7 +236,7 @@ def tune(
 class _Run:
     """Book-keeping of one tune run: trials, database commits, the progress bar."""
 
-    def __init__(self, func, db, target, search, flops, progress, total):
+    def __init__(self, func, db, target, search, flops, progress, total, callback=None):
         from tqdm.auto import tqdm
 
         self.func = func
@@ -242,6 +245,7 @@ class _Run:
         self.search = search
         self.flops = flops
         self.trials: list[Trial] = []
+        self.callback = callback
         self.best: float | None = None
         self.bar = tqdm(total=total, disable=not progress, unit="trial",
                         desc=f"tune {getattr(func, 'name', '')}".strip())
@@ -262,6 +266,8 @@ class _Run:
                 postfix["GFLOPS"] = f"{self.flops / self.best / 1e9:.1f}"
         self.bar.set_postfix(postfix, refresh=False)
         self.bar.update(1)
+        if self.callback is not None:
+            self.callback(self.trials[-1])
 
     def add_known(self, cand: Candidate, record: Any) -> None:
         """A candidate the database already measured: count it with its stored result."""
