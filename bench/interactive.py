@@ -1,8 +1,9 @@
 """Interactive feel: how long schedule creation, each primitive and re-printing take.
 
 Median of 30 runs per step on mm_relu (128^3) and conv2d NCHW (1x64x56x56, 64x3x3,
-padding 1). Each primitive is timed on a fresh copy of a prepared schedule, so
-only the primitive itself is measured. When ``apache-tvm`` is importable, the same
+padding 1); then the ScheduleEditor's round trip (an action to its updated HTML).
+Each primitive is timed on a fresh copy of a prepared schedule, so only the primitive
+itself is measured. When ``apache-tvm`` is importable, the same
 steps are timed with TVM's C++ schedule in the same run and the ratio is printed;
 otherwise the reference column holds the figures TVM gave on this kind of machine.
 
@@ -125,6 +126,77 @@ def tvm_cases() -> dict[str, Callable[[], object]] | None:
             if hasattr(sched, "get_sblock") else "get_block"}
 
 
+def widget_round_trips(func, actions) -> dict[str, float]:
+    """Milliseconds from a ScheduleEditor action to its updated HTML (IR, diff, tree,
+    trace): each action is applied and undone RUNS times; both are timed."""
+    from workbench.ir import highlight
+    from workbench.widgets import ScheduleEditor
+
+    editor = ScheduleEditor(func)
+    rows: dict[str, float] = {}
+    for name, setup, action, params in actions:
+        for prior in setup:
+            editor.apply(prior[0], **prior[1])
+        applied, undone = [], []
+        for _ in range(RUNS):
+            highlight._segments_cached.cache_clear()  # as the first time a user sees it
+            t0 = time.perf_counter()
+            ok = editor.apply(action, **params)
+            html = editor.ir_html
+            applied.append((time.perf_counter() - t0) * 1e3)
+            if not ok or not html:
+                raise RuntimeError(f"{name}: {editor.error}")
+            highlight._segments_cached.cache_clear()
+            t0 = time.perf_counter()
+            editor.undo()
+            undone.append((time.perf_counter() - t0) * 1e3)
+        rows[name] = statistics.median(applied)
+        rows[f"undo {name}"] = statistics.median(undone)
+        editor.reset()
+    # selecting a block with compute_at chosen dry-runs every target loop
+    samples = []
+    blocks = [t for t in editor.model.tree() if t.kind == "block"]
+    for n in range(RUNS):
+        t0 = time.perf_counter()
+        editor.select(blocks[n % len(blocks)])
+        editor.action.value = "compute_at"
+        samples.append((time.perf_counter() - t0) * 1e3)
+    rows["select block, list compute_at targets"] = statistics.median(samples)
+    return rows
+
+
+WIDGET_ACTIONS = {
+    "mm_relu": [
+        ("split", [], "split", {"loop": "j", "factors": [None, 4]}),
+        ("reorder", [("split", {"loop": "j", "factors": [None, 4]})], "reorder",
+         {"loops": ["j_0", "k", "j_1"]}),
+        ("reverse_compute_at", [("split", {"loop": "j", "factors": [None, 4]})],
+         "reverse_compute_at", {"block": "C", "loop": "j_0"}),
+    ],
+    "conv2d": [
+        ("split", [], "split", {"loop": "w", "factors": [None, 8], "under": "conv"}),
+        ("compute_at", [], "compute_at", {"block": "pad", "loop": "h", "under": "conv"}),
+        ("cache_read", [], "cache_read", {"block": "conv", "buffer": "weight",
+                                          "scope": "local"}),
+    ],
+}
+
+
+def print_widget_table(mm, conv) -> None:
+    rows = {"mm_relu": widget_round_trips(mm, WIDGET_ACTIONS["mm_relu"]),
+            "conv2d": widget_round_trips(conv, WIDGET_ACTIONS["conv2d"])}
+    print()
+    print("ScheduleEditor round trip: from editor.apply(...) (or a selection) to the")
+    print(f"updated HTML of IR, diff, tree and trace; median of {RUNS}, milliseconds.")
+    print("Goal: under 50 ms.")
+    print()
+    print("| workload | action | ms | within 50 ms |")
+    print("|---|---|---:|---|")
+    for case, table in rows.items():
+        for step, ms in table.items():
+            print(f"| {case} | {step} | {ms:.1f} | {'yes' if ms < 50 else 'NO'} |")
+
+
 def main() -> None:
     mm = workloads.mm_relu(128, 128, 128)
     conv = workloads.conv2d_nchw(1, 64, 56, 56, 64)
@@ -169,6 +241,7 @@ def main() -> None:
             ref = TVM_REFERENCE_MS.get(step)
             tail = f"{ref:.2f} | {a / ref:.2f}x" if ref else "- | -"
             print(f"| {step} | {a:.3f} | {c} | {tail} |")
+    print_widget_table(mm, conv)
 
 
 if __name__ == "__main__":

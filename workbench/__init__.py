@@ -113,3 +113,12 @@ def measure(
 
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``wb.widgets`` is imported on first use (it pulls in ipywidgets)."""
+    if name == "widgets":
+        import importlib
+
+        return importlib.import_module(".widgets", __name__)
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")

@@ -12,12 +12,14 @@ HTML reads well in light and dark themes and needs no stylesheet — it works in
 
 from __future__ import annotations
 
+import functools
 import html
+import re
 from collections.abc import Iterable, Sequence
 
 __all__ = ["CODE_STYLE", "code_block", "highlight_html", "highlight_lines", "render_segments"]
 
-# Token type (Pygments' dotted name, most specific first) -> inline CSS.
+# Token class -> inline CSS (JupyterLab's editor colours, light-theme fallbacks).
 _STYLES: tuple[tuple[str, str], ...] = (
     ("Comment", "color:var(--jp-mirror-editor-comment-color,#408080);font-style:italic"),
     ("Keyword", "color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold"),
@@ -28,7 +30,6 @@ _STYLES: tuple[tuple[str, str], ...] = (
     ("Name.Builtin", "color:var(--jp-mirror-editor-builtin-color,#008000)"),
     ("Literal.String", "color:var(--jp-mirror-editor-string-color,#ba2121)"),
     ("Literal.Number", "color:var(--jp-mirror-editor-number-color,#080)"),
-    ("Punctuation", "color:var(--jp-mirror-editor-punctuation-color,inherit)"),
 )
 
 #: Style of the ``<pre>`` around highlighted code: the editor's background and text
@@ -42,30 +43,69 @@ CODE_STYLE = (
 )
 
 
-def _style(token_type) -> str:
-    name = str(token_type).removeprefix("Token.")
-    for prefix, css in _STYLES:
-        if name == prefix or name.startswith(prefix + "."):
-            return css
-    return ""
+_STYLE = dict(_STYLES)
+_KIND_STYLE = {
+    "comment": "Comment",
+    "string": "Literal.String",
+    "decorator": "Name.Decorator",
+    "number": "Literal.Number",
+    "operator": "Operator",
+}
+
+
+_KEYWORDS = frozenset(
+    "and as assert break class continue def del elif else except finally for from global "
+    "if import in is lambda nonlocal not or pass raise return try while with yield".split()
+)
+_CONSTANTS = frozenset(("True", "False", "None"))
+_BUILTINS = frozenset(("range", "len", "int", "float", "bool", "min", "max", "print"))
+_TOKEN = re.compile(
+    r"""(?P<comment>\#[^\n]*)"""
+    r"""|(?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
+    r"""|(?P<decorator>@[A-Za-z_][\w.]*)"""
+    r"""|(?P<number>\b\d+(?:\.\d*)?(?:[eE][+-]?\d+)?\b)"""
+    r"""|(?P<name>[A-Za-z_]\w*)"""
+    r"""|(?P<operator>\*\*|//|==|!=|<=|>=|->|[-+*/%<>=!&|^~])"""
+    r"""|(?P<punct>[()\[\]{}:,.;])"""
+    r"""|(?P<space>[ \t]+)"""
+    r"""|(?P<newline>\n)"""
+    r"""|(?P<other>.)""",
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _segments_cached(code: str) -> tuple[tuple[tuple[str, str], ...], ...]:
+    lines: list[list[tuple[str, str]]] = [[]]
+    after_def = False
+    for m in _TOKEN.finditer(code):
+        kind, text = m.lastgroup, m.group()
+        if kind == "newline":
+            lines.append([])
+            continue
+        css = ""
+        if kind == "name":
+            if after_def:
+                css = _STYLE["Name.Function"]
+            elif text in _KEYWORDS or text in _CONSTANTS:
+                css = _STYLE["Keyword"]
+            elif text in _BUILTINS:
+                css = _STYLE["Name.Builtin"]
+            after_def = text in ("def", "class")
+        elif kind != "space":
+            after_def = False
+            css = _STYLE.get(_KIND_STYLE.get(kind, ""), "")
+        segs = lines[-1]
+        if segs and segs[-1][1] == css:  # merge runs of one colour
+            segs[-1] = (segs[-1][0] + text, css)
+        else:
+            segs.append((text, css))
+    return tuple(tuple(line) for line in lines)
 
 
 def _segments(code: str) -> list[list[tuple[str, str]]]:
-    """``code`` lexed as Python: one list of ``(text, css)`` segments per line."""
-    from pygments.lexers import PythonLexer
-
-    lines: list[list[tuple[str, str]]] = [[]]
-    lexer = PythonLexer(stripnl=False, stripall=False, ensurenl=False)
-    for token_type, value in lexer.get_tokens(code):
-        css = _style(token_type)
-        parts = value.split("\n")
-        for n, part in enumerate(parts):
-            if n:
-                lines.append([])
-            if part:
-                lines[-1].append((part, css))
-    want = code.count("\n") + 1
-    return (lines + [[] for _ in range(want - len(lines))])[:want]
+    """``code`` tokenized as Python (a small regex lexer, fast enough to re-render the
+    IR on every keystroke; results cached): one list of ``(text, css)`` per line."""
+    return [list(line) for line in _segments_cached(code)]
 
 
 def render_segments(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..ir import Block, For, IRModule, PrimFunc, Var
-from ..ir.analysis import as_module, block_path, find_block, iter_blocks
+from ..ir.analysis import as_module, block_path, find_block, iter_blocks, loop_path
 from . import primitives as P
 from .errors import (
     BlockNotFoundError,
@@ -103,7 +103,24 @@ class Schedule:
         self._mod.show(syntax=syntax)
 
     def _repr_html_(self) -> str:
-        return self._mod._repr_html_()
+        """The IR, with the trace folded below it (a plain ``sch`` in a notebook cell)."""
+        import html
+
+        from ..ir.highlight import highlight_html
+
+        n = len(self._trace)
+        names = ", ".join(self._mod.names)
+        head = (
+            '<div style="padding:2px 0;font-family:var(--jp-ui-font-family,sans-serif)">'
+            f"Schedule of <b>{html.escape(names)}</b> &middot; {n} instruction"
+            f"{'s' if n != 1 else ''}</div>"
+        )
+        body = highlight_html(self._mod.script())
+        trace = ""
+        if n:
+            trace = ("<details><summary>trace (<code>apply_trace</code>)</summary>"
+                     f"{highlight_html(self._trace.script())}</details>")
+        return f'<div class="wb-schedule">{head}{body}{trace}</div>'
 
     def __repr__(self) -> str:
         return f"Schedule({self._mod.names}, {len(self._trace)} instructions)"
@@ -166,6 +183,31 @@ class Schedule:
             return find_loop_path(self._mod[func_name], "get", var)[-1]  # type: ignore[return-value]
         func_name, name = self._block("get", rv)
         return find_block_path(self._mod[func_name], "get", name)[-1]  # type: ignore[return-value]
+
+    def existing_handle(self, target: Var | str, func_name: str | None = None) -> RV | None:
+        """A handle this schedule already made to the loop with loop variable ``target``
+        (a ``Var``) or to the block named ``target`` that still exists, else None.
+
+        Tools that drive a schedule step by step (the widgets) reuse handles this way
+        instead of recording a new ``get_block``/``get_loops`` before every primitive.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(8, 8, 8))
+        >>> i, j, k = sch.get_loops(sch.get_block("C"))
+        >>> sch.existing_handle(sch.get(j).loop_var) is j, sch.existing_handle("C") is not None
+        (True, True)
+        """
+        func_name = func_name or self._current("existing_handle")
+        func = self._mod[func_name]
+        cls = BlockRV if isinstance(target, str) else LoopRV
+        for rv, value in reversed(self._rvs.items()):
+            if not isinstance(rv, cls) or value[0] != func_name:
+                continue
+            if cls is BlockRV and value[1] == target:
+                return rv if block_path(func, target) is not None else None
+            if cls is LoopRV and value[1] is target:
+                return rv if loop_path(func, target) is not None else None
+        return None
 
     def _new(self, cls: type, value: Any) -> RV:
         rv = cls()
