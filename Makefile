@@ -1,6 +1,7 @@
 # Schedule Workbench — developer entry points.
 #   make lab    set up .venv and open the lessons in JupyterLab
-#   make test   set up .venv and run lint + unit tests + notebooks
+#   make test   set up .venv (and the browser test's node packages, when npm is
+#               available) and run lint + unit tests + notebooks
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -15,7 +16,7 @@ LAB_ARGS  ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 TEST_ENV  := MPLBACKEND=Agg
 NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
-.PHONY: venv lab test lint bench tvm-check clean distclean
+.PHONY: venv browser-deps lab test lint bench tvm-check clean distclean
 
 venv: $(STAMP)
 
@@ -26,12 +27,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -e '.[lab,test]'
 	touch $@
 
+# The real-browser test (tests/test_browser.py) drives JupyterLab with playwright-core.
+# `npm ci` runs only when node_modules is missing or the lockfile changed, so an offline
+# machine that has installed it once keeps working. Without npm the test skips itself.
+BROWSER := tests/browser
+NPM     := $(shell command -v npm 2>/dev/null)
+
+browser-deps: $(if $(NPM),$(BROWSER)/node_modules/.package-lock.json)
+
+$(BROWSER)/node_modules/.package-lock.json: $(BROWSER)/package.json $(BROWSER)/package-lock.json
+	npm ci --prefix $(BROWSER) --no-audit --no-fund
+	touch $@
+
 lab: venv
 	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
 
 # Each step must pass; pytest's exit code 5 (nothing collected) fails the target too.
 # The notebook run is outside testpaths, so tests/conftest.py is loaded explicitly as a plugin.
-test: venv
+test: venv browser-deps
 	$(BIN)/ruff check .
 	$(TEST_ENV) $(BIN)/python -m pytest -q tests --doctest-modules workbench
 	$(TEST_ENV) $(BIN)/python -m pytest -q -p tests.conftest $(NBVAL_ARGS) notebooks/
@@ -48,8 +61,8 @@ bench: venv
 	$(BIN)/python bench/interactive.py
 
 clean:
-	rm -rf build/ *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf build/ *.egg-info .pytest_cache .ruff_cache .hypothesis $(BROWSER)/artifacts
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(BROWSER)/node_modules
