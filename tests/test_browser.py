@@ -142,9 +142,16 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
+@pytest.fixture(params=["light", "dark"])
+def theme(request) -> str:
+    """The JupyterLab theme of the run: the views must read well in both."""
+    return request.param
+
+
 @pytest.fixture
-def jupyter_lab(tmp_path: Path) -> Iterator[str]:
-    """A JupyterLab serving a copy of the prepared notebook; yields its base URL."""
+def jupyter_lab(tmp_path: Path, theme: str) -> Iterator[str]:
+    """A JupyterLab (in ``theme``) serving a copy of the prepared notebook; yields its
+    base URL."""
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
@@ -167,6 +174,8 @@ def jupyter_lab(tmp_path: Path) -> Iterator[str]:
     (notification / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
+    names = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+    (notification / "themes.jupyterlab-settings").write_text(json.dumps({"theme": names[theme]}))
     port = _free_port()
     jupyter = Path(sys.executable).parent / "jupyter"
     command = [
@@ -208,8 +217,10 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
-def test_editor_split_in_jupyterlab(jupyter_lab: str) -> None:
-    for old in (SCREENSHOT, SCREENSHOT.with_suffix(".failure.png")):
+def test_editor_split_in_jupyterlab(jupyter_lab: str, theme: str) -> None:
+    shot = SCREENSHOT if theme == "light" else SCREENSHOT.with_name(f"editor-{theme}.png")
+    diff_shot = shot.with_name(f"{shot.stem}-diff.png")
+    for old in (shot, diff_shot, shot.with_suffix(".failure.png")):
         old.unlink(missing_ok=True)
     url = f"{jupyter_lab}/lab/tree/{NOTEBOOK.name}"
     # Its own session, so a run that hangs is stopped together with its Chromium.
@@ -218,8 +229,9 @@ def test_editor_split_in_jupyterlab(jupyter_lab: str) -> None:
             "node",
             str(SCRIPT),
             f"--url={url}",
-            f"--screenshot={SCREENSHOT}",
+            f"--screenshot={shot}",
             f"--chromium={_chromium()}",
+            f"--theme={theme}",
         ],
         cwd=BROWSER_DIR,
         stdout=subprocess.PIPE,
@@ -241,7 +253,8 @@ def test_editor_split_in_jupyterlab(jupyter_lab: str) -> None:
     if node.returncode != 0:
         pytest.fail(f"the browser run failed (exit {node.returncode})\n{output}")
     assert "screenshot:" in stdout, output
-    assert SCREENSHOT.is_file(), f"no screenshot was saved\n{output}"
-    width, height = _png_size(SCREENSHOT)
-    assert width >= 800 and height >= 600, f"screenshot is only {width}x{height}"
-    assert SCREENSHOT.stat().st_size > 20_000, "screenshot is implausibly small (blank page?)"
+    for path in (shot, diff_shot):
+        assert path.is_file(), f"no screenshot {path.name} was saved\n{output}"
+        width, height = _png_size(path)
+        assert width >= 800 and height >= 600, f"{path.name} is only {width}x{height}"
+        assert path.stat().st_size > 20_000, f"{path.name} is implausibly small (blank page?)"

@@ -4,9 +4,13 @@
 // Usage:
 //   node run_editor.mjs --url http://127.0.0.1:8888/lab/tree/editor_demo.ipynb \
 //       --screenshot artifacts/editor.png [--chromium /usr/bin/chromium] [--timeout 30000] \
-//       [--loop j] [--factor 4]
+//       [--loop j] [--factor 4] [--theme light|dark]
 //
-// --timeout bounds each step (milliseconds); --loop and --factor choose what to split.
+// --timeout bounds each step (milliseconds); --loop and --factor choose what to split;
+// --theme is the JupyterLab theme the server was set up with: the script checks that
+// the IR is drawn in that theme's colours (dark text on a light background or the
+// reverse), then opens the "Last step" tab and saves a second screenshot (NAME-diff.png)
+// of the diff.
 //
 // Steps: open the notebook, wait for the kernel to be idle, run all cells from the
 // "Run" menu, wait for the editor (.wb-editor), select the loop `j` in the tree, pick
@@ -42,18 +46,20 @@ const { values: opts } = parseArgs({
     timeout: { type: 'string', default: '30000' },
     loop: { type: 'string', default: 'j' },
     factor: { type: 'string', default: '4' },
+    theme: { type: 'string', default: 'light' },
   },
 });
 
-if (!opts.url || !opts.screenshot) {
+if (!opts.url || !opts.screenshot || !['light', 'dark'].includes(opts.theme)) {
   console.error('usage: node run_editor.mjs --url NOTEBOOK_URL --screenshot OUT.png '
-    + '[--chromium PATH] [--timeout MS] [--loop NAME] [--factor N]');
+    + '[--chromium PATH] [--timeout MS] [--loop NAME] [--factor N] [--theme light|dark]');
   process.exit(2);
 }
 
 const STEP_TIMEOUT = Number(opts.timeout);
 const screenshotPath = resolve(opts.screenshot);
 const failurePath = screenshotPath.replace(/(\.png)?$/i, '.failure.png');
+const diffPath = screenshotPath.replace(/(\.png)?$/i, '-diff.png');
 const consoleErrors = [];
 let currentStep = 'start';
 
@@ -261,6 +267,49 @@ async function run(page) {
     await page.screenshot({ path: screenshotPath, fullPage: true });
   });
   log(`screenshot: ${screenshotPath}`);
+
+  await step(`check the IR is drawn in ${opts.theme} theme colours`, async () => {
+    const colours = await ir.locator('pre.wb-code').first().evaluate((el) => {
+      const style = getComputedStyle(el);
+      return { background: style.backgroundColor, color: style.color,
+        themeLight: document.body.dataset.jpThemeLight };
+    });
+    const bg = luminance(colours.background);
+    const fg = luminance(colours.color);
+    const dark = opts.theme === 'dark';
+    if (colours.themeLight !== String(!dark)) {
+      throw new Error(`JupyterLab is not in the ${opts.theme} theme `
+        + `(data-jp-theme-light=${colours.themeLight})`);
+    }
+    if (dark ? !(bg < 0.25 && fg > 0.5) : !(bg > 0.75 && fg < 0.35)) {
+      throw new Error(`the IR is hard to read in the ${opts.theme} theme: text `
+        + `${colours.color} (luminance ${fg.toFixed(2)}) on ${colours.background} `
+        + `(luminance ${bg.toFixed(2)})`);
+    }
+    log(`IR text ${colours.color} on ${colours.background}`);
+  });
+
+  await step('open the "Last step" tab and save its screenshot', async () => {
+    await editor.locator('.wb-tabs .lm-TabBar-tab', { hasText: 'Last step' }).first().click();
+    const changed = editor.locator('.wb-diff tr.wb-diff-replace').first();
+    await changed.waitFor({ state: 'visible', timeout: STEP_TIMEOUT });
+    const text = (await changed.innerText()).replace(/\s+/g, ' ');
+    if (!text.includes('for i, j, k in T.grid')) {
+      throw new Error(`the first changed row of the diff is not the loop header: ${text}`);
+    }
+    await editor.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: diffPath, fullPage: true });
+  });
+  log(`screenshot: ${diffPath}`);
+}
+
+/** Relative luminance (0 black .. 1 white) of a CSS rgb()/rgba() colour. */
+function luminance(css) {
+  const m = css.match(/rgba?\(([^)]+)\)/);
+  if (!m) throw new Error(`cannot read the colour ${css}`);
+  const [r, g, b] = m[1].split(',').slice(0, 3).map((v) => Number(v) / 255)
+    .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4));
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
 }
 
 async function main() {

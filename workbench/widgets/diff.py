@@ -213,10 +213,17 @@ def _fold(count: int, colspan: int) -> str:
             f"&#8943; {count} unchanged line{s}</td></tr>")
 
 
-def _table(body: list[str], css_class: str) -> str:
+def _table(body: list[str], css_class: str, columns: str = "") -> str:
+    layout = "table-layout:fixed;" if columns else ""
     return (f'<div class="{css_class}" style="{CODE_STYLE};padding:0">'
-            '<table style="border-collapse:collapse;width:100%;font:inherit;color:inherit">'
-            + "".join(body) + "</table></div>")
+            f'<table style="border-collapse:collapse;width:100%;{layout}font:inherit;'
+            f'color:inherit">{columns}' + "".join(body) + "</table></div>")
+
+
+# Side by side: two halves of equal width; long lines wrap inside their half.
+_SIDE_COLUMNS = ('<colgroup><col style="width:3.2em"><col style="width:1.4em"><col>'
+                 '<col style="width:3.2em"><col style="width:1.4em"><col></colgroup>')
+_WRAP = "white-space:pre-wrap;overflow-wrap:anywhere;"
 
 
 def _side_kind(kind: str, side: str) -> str:
@@ -255,10 +262,10 @@ def render_side_by_side(before: str, after: str, context: int | None = None) -> 
             cells.append(
                 f'<td style="{_NO};{border}{bg}">{no or ""}</td>'
                 f'<td style="{_GUTTER};{bg}">{mark}</td>'
-                f'<td style="{_CODE};{bg}width:50%">{lines.render(item, side)}</td>'
+                f'<td style="{_CODE};{_WRAP}{bg}">{lines.render(item, side)}</td>'
             )
         body.append(f'<tr class="wb-diff-{item.kind}">{"".join(cells)}</tr>')
-    return _table(body, "wb-diff wb-diff-side")
+    return _table(body, "wb-diff wb-diff-side", _SIDE_COLUMNS)
 
 
 def render_unified(before: str, after: str, context: int | None = None) -> str:
