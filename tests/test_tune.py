@@ -281,6 +281,7 @@ def test_result_summary_html_and_best_schedule():
     assert "x numpy" in text
     html = result._repr_html_()
     assert "<table" in html and "best" in html
+    assert "<svg" in html and "best so far" in html  # the plot, inline
     best = result.best
     assert best.gflops == pytest.approx(2 * 256**3 / best.latency / 1e9)
     sch = best.schedule

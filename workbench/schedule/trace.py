@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -516,7 +516,26 @@ class Trace:
         sch._adopt(work)
 
     def _replay(self, sch: Schedule) -> None:
-        env: dict[RV, Any] = {}
+        for _ in self.replay_iter(sch):
+            pass
+
+    def replay_iter(self, sch: Schedule, env: dict[RV, Any] | None = None) -> Iterator[int]:
+        """Replay on ``sch`` in place, one instruction at a time, yielding each step's
+        index once it is applied (for views that show the IR after every step).
+
+        ``env``, when given, is filled as replay goes: it maps this trace's handles to
+        ``sch``'s. A step that fails raises :class:`TraceError` naming it; the steps
+        before it stay applied (:meth:`apply_to_schedule` is the all-or-nothing form).
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+        >>> _ = sch.split(sch.get_loops(sch.get_block("C"))[1], factors=[None, 4])
+        >>> fresh = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+        >>> [(step, len(fresh.trace)) for step in sch.trace.replay_iter(fresh)]
+        [(0, 1), (1, 2), (2, 3)]
+        """
+        if env is None:
+            env = {}
 
         def resolve(v: Any) -> Any:
             if isinstance(v, RV):
@@ -558,6 +577,7 @@ class Trace:
                     f"handles, the trace expects {len(inst.outputs)}",
                 )
             env.update(zip(inst.outputs, outs, strict=True))
+            yield step
 
     def with_decision(self, index: int | Instruction, decision: Any) -> Trace:
         """A copy with instruction ``index``'s decision replaced. ``index`` may also be

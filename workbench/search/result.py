@@ -15,19 +15,25 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..ir import IRModule, PrimFunc
-from ..schedule import Schedule, Trace
+from ..schedule import Schedule, ScheduleError, Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
     from matplotlib.figure import Figure
 
     from ..runtime.cpu import Kernel
+    from .database import Database
 
-__all__ = ["Best", "Trial", "TuneResult"]
+__all__ = ["Best", "Trial", "TuneResult", "figure_svg"]
+
+#: Rows of the table in ``TuneResult._repr_html_`` (the fastest trials).
+HTML_TOP_ROWS = 10
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,50 @@ def _func_name(func: PrimFunc | IRModule) -> str:
     return func.name
 
 
+def figure_svg(fig: Figure) -> str:
+    """A matplotlib figure as an inline ``<svg>`` element for HTML: no XML prolog, no
+    date, ids that do not change between runs, text kept as ``<text>`` (small, and
+    searchable). The figure is not drawn on screen and needs no closing.
+
+    >>> from matplotlib.figure import Figure
+    >>> fig = Figure(figsize=(2, 1))
+    >>> _ = fig.add_subplot().plot([0, 1], [1, 0], label="best so far")
+    >>> svg = figure_svg(fig)
+    >>> svg.startswith("<svg"), svg == figure_svg(fig)
+    (True, True)
+    """
+    import io
+
+    import matplotlib as mpl
+
+    buf = io.StringIO()
+    with mpl.rc_context({"svg.hashsalt": "workbench", "svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    """The first line of ``text``, cut to ``limit`` characters."""
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _span_seconds(stamps: list[str]) -> float:
+    """Seconds between the earliest and the latest ISO time in ``stamps`` (0 if none
+    parse)."""
+    times = []
+    for stamp in stamps:
+        try:
+            times.append(datetime.fromisoformat(stamp))
+        except (TypeError, ValueError):
+            continue
+    try:
+        return (max(times) - min(times)).total_seconds() if times else 0.0
+    except TypeError:  # naive and aware times mixed
+        return 0.0
+
+
 class TuneResult:
     """Everything a :func:`~workbench.search.tune` run measured, in trial order.
 
@@ -139,6 +189,68 @@ class TuneResult:
         self.seed = seed
         self.rejected = rejected
         self.duplicates = duplicates
+
+    @classmethod
+    def from_database(
+        cls,
+        database: Database | str | os.PathLike,
+        func: PrimFunc | IRModule,
+        *,
+        target: str | None = None,
+        numpy_time: float | None = None,
+    ) -> TuneResult:
+        """The records of ``func`` in a tuning database as a result: one trial per
+        record, in the order they were measured, each marked ``cached`` (it comes from
+        the database) with ``origin`` ``""`` (the database does not say). ``database``
+        is a :class:`~workbench.search.database.Database` or its folder; ``target``
+        keeps only that target's records. ``wall_time`` is the time between the first
+        and the last record; ``rejected`` counts records whose trace could not be read.
+
+        >>> import tempfile, workbench as wb
+        >>> func = wb.workloads.matmul(16, 16, 16)
+        >>> sch = wb.Schedule(func)
+        >>> _ = sch.split(sch.get_loops(sch.get_block("C"))[1], factors=[None, 4])
+        >>> with tempfile.TemporaryDirectory() as path:
+        ...     _ = wb.Database(path).commit(func, sch.trace, wb.Measurement(
+        ...         samples=(2e-6,), number=1, repeat=1))
+        ...     r = TuneResult.from_database(path, func)
+        >>> len(r), r.best.latency, r.trials[0].cached
+        (1, 2e-06, True)
+        """
+        from ..runtime.flops import flop_count
+        from ..runtime.peak import peak_gflops
+        from .database import Database
+        from .evolutionary import describe_decisions
+
+        if isinstance(database, (str, os.PathLike)):
+            database = Database(database)
+        if not isinstance(database, Database):
+            raise TypeError("TuneResult.from_database: expected a Database or its folder, "
+                            f"got {type(database).__name__}")
+        records = [r for r in database.records(func) if target is None or r.target == target]
+        trials: list[Trial] = []
+        unreadable = 0
+        for r in records:
+            try:
+                trace = r.trace
+            except ScheduleError:  # TraceError: an instruction this version cannot read
+                unreadable += 1
+                continue
+            trials.append(Trial(len(trials), trace, r.status, r.median,
+                                describe_decisions(trace), "", r.error, cached=True,
+                                origin=""))
+        targets = {r.target for r in records}
+        return cls(
+            func,
+            trials,
+            flops=flop_count(func),
+            wall_time=_span_seconds([r.created for r in records]),
+            peak=peak_gflops(),
+            numpy_time=numpy_time,
+            strategy="database",
+            target=target or (targets.pop() if len(targets) == 1 else "c"),
+            rejected=unreadable,
+        )
 
     # ------------------------------------------------------------------ values
     def gflops(self, latency: float | None) -> float | None:
@@ -273,9 +385,24 @@ class TuneResult:
         return f"TuneResult({self.summary()})"
 
     def _repr_html_(self) -> str:
-        return f"<p><b>{html.escape(self.summary())}</b></p>" + self.table.to_html(
-            index=False, float_format=lambda x: f"{x:.4g}"
-        )
+        """The summary, the plot (inline SVG) and the fastest trials as a table."""
+        parts = [f"<p><b>{html.escape(self.summary())}</b></p>"]
+        if self.trials:
+            parts.append(f'<div class="wb-tune-plot">{figure_svg(self.plot())}</div>')
+        table = self.table
+        top = table.sort_values(["latency_ms", "trial"], na_position="last").head(HTML_TOP_ROWS)
+        top = top.assign(percent_of_peak=100 * top.fraction_of_peak,
+                         error=[_shorten(e) for e in top.error])
+        columns = ["trial", "status", "latency_ms", "gflops", "percent_of_peak",
+                   "decisions", "cached"]
+        if (top.error != "").any():
+            columns.append("error")
+        parts.append(top[columns].to_html(index=False, float_format=lambda x: f"{x:.4g}",
+                                          na_rep="", classes="wb-tune-table"))
+        if len(table) > HTML_TOP_ROWS:
+            parts.append(f"<p><small>The {HTML_TOP_ROWS} fastest of {len(table)} trials; "
+                         "<code>result.table</code> has them all.</small></p>")
+        return "".join(parts)
 
     def __len__(self) -> int:
         return len(self.trials)
