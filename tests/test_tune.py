@@ -29,20 +29,12 @@ from workbench.search.mutators import (
     mutate_tile_size,
     sampling_steps,
 )
+from workbench.testing import fake_builder
 
 # ---------------------------------------------------------------------------
 # a fake landscape
 
 
-class FakeKernel:
-    """What the fake builder returns: the scheduled module and nothing compiled."""
-
-    def __init__(self, mod):
-        self.mod = mod
-
-
-def fake_builder(mods):
-    return [FakeKernel(m) for m in mods]
 
 
 def loops_of(mod) -> dict[str, For]:

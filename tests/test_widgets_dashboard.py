@@ -21,6 +21,7 @@ from workbench.runtime.isolation import RunResult
 from workbench.runtime.timing import Measurement
 from workbench.search import Database, TuneResult
 from workbench.search.result import Trial
+from workbench.testing import fake_builder
 from workbench.widgets import dashboard as dashboard_module
 from workbench.widgets.dashboard import TuningDashboard, render_table
 from workbench.widgets.dashboard_model import DashboardModel
@@ -30,15 +31,6 @@ from workbench.widgets.stepper import TraceStepper
 # a fake landscape
 
 FUNC = wb.workloads.matmul(64, 64, 64)
-
-
-class FakeKernel:
-    def __init__(self, mod):
-        self.mod = mod
-
-
-def fake_builder(mods):
-    return [FakeKernel(m) for m in mods]
 
 
 def loops_of(mod) -> dict[str, int]:

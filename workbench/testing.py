@@ -576,3 +576,21 @@ class _AccessChecker:
 
 
 __all__ += ["access_problems", "assert_accesses_ok"]
+
+
+class FakeKernel:
+    """What :func:`fake_builder` returns: the scheduled module, nothing compiled.
+
+    Search tests pair it with a fake measurer that scores ``kernel.mod``, so a whole
+    ``wb.tune`` run takes milliseconds and is fully deterministic."""
+
+    def __init__(self, mod: IRModule):
+        self.mod = mod
+
+
+def fake_builder(mods: list[IRModule]) -> list[FakeKernel]:
+    """A ``builder=`` for :func:`workbench.tune` that compiles nothing."""
+    return [FakeKernel(m) for m in mods]
+
+
+__all__ += ["FakeKernel", "fake_builder"]
