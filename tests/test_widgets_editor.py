@@ -364,3 +364,13 @@ def test_loop_nest_tab_draws_and_follows_the_editor(editor):
 def test_render_is_fast_enough_for_typing(editor):
     editor.apply("split", loop="j", factors=[None, 4])
     assert editor.last_render_seconds < 0.5  # loose: the bench measures it properly
+
+
+def test_loop_nest_picture_follows_the_selected_block(editor):
+    editor.tabs.selected_index = 3
+    view = editor.nest_box.children[0]
+    assert view.model.block == "Y"
+    pick(editor, "block C")
+    assert view.model.block == "C" and view.model.picture.title.startswith("C:")
+    pick(editor, "for k in range(64)")  # a loop above Y: the picture shows Y again
+    assert view.model.block == "Y"

@@ -397,6 +397,9 @@ class ScheduleEditor(widgets.VBox):
             if reason == "select":
                 self._render_tree()
                 self._render_actions()
+                self._iteration_dirty = True  # the picture follows the selected block
+                if self.tabs.selected_index == 3:
+                    self._render_nest()
             elif reason == "error":
                 self.error_html.value = self.model.error_html
             elif reason == "measure":
@@ -521,11 +524,14 @@ class ScheduleEditor(widgets.VBox):
 
         sch = self.model.schedule
         block = self.model.selected.block if self.model.selected else None
-        if self._iteration_view is None:
-            self._iteration_view = IterationView(sch, block)
-            self.nest_box.children = (self._iteration_view,)
+        view = self._iteration_view
+        if view is None:
+            view = self._iteration_view = IterationView(sch, block)
+            self.nest_box.children = (view,)
         else:
-            self._iteration_view.update(sch)
+            view.update(sch)
+            if block in view.model.blocks and view.model.block != block:
+                view.block_dropdown.value = block
         self._iteration_dirty = False
 
     def _render_measurements(self) -> None:
