@@ -173,7 +173,13 @@ class ScheduleEditor(widgets.VBox):
         self.tabs.add_class("wb-tabs")
         self.tabs.observe(self._on_tab, names="selected_index")
 
-        super().__init__([header, body, self.error_html, self.tabs])
+        # Scoped to the editor: the loop tree in the code font, so indentation lines up.
+        style = widgets.HTML(
+            "<style>.wb-editor .wb-tree select{font-family:var(--jp-code-font-family,"
+            "monospace);font-size:var(--jp-code-font-size,12px)}</style>",
+            layout=widgets.Layout(display="none"),
+        )
+        super().__init__([style, header, body, self.error_html, self.tabs])
         self.add_class("wb-editor")
         self.model.on_change(self._on_model)
         self._render_all()
