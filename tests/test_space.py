@@ -157,18 +157,37 @@ def test_space_cache_read_packs_vector_operands_and_verifies(name):
         roundtrip_trace(sch, func)
 
 
-def test_space_auto_cache_read_only_for_page_strided_rows():
+def test_space_auto_cache_read_only_for_rows_half_a_page_apart():
     def packed(func) -> bool:
         sch = sampled(func, 0)
         return any(b.name.endswith("_global") for b in sch.func.body.alloc_buffers)
 
     assert packed(wb.workloads.matmul(1024, 1024, 1024))  # B rows 4 KiB apart
     assert packed(wb.workloads.matmul(8, 1024, 8))
-    assert not packed(wb.workloads.matmul(512, 512, 512))
+    assert packed(wb.workloads.matmul(512, 512, 512))  # 2 KiB
+    assert not packed(wb.workloads.matmul(256, 256, 256))  # 1 KiB
     assert not packed(wb.workloads.matmul(128, 128, 128))
     sch = sampled(wb.workloads.matmul(1024, 1024, 1024), 0)
     loops = [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block("B_global"))]
     assert loops[0] == "i_0_j_0_fused" and loops[1:] == ["ax0", "ax1"]  # one panel per job
+
+
+def test_space_packed_copy_is_never_unrolled():
+    """The B panel copy at 512^3 is 512 steps of one vector, so a budget of 512 would
+    unroll it (20 s of compiling for nothing); it carries its own budget of 0 and
+    stays a loop, while the register tile is still unrolled."""
+    func = wb.workloads.matmul(512, 512, 512)
+    sch = sampled(func, 1, unroll_max_steps=(0, 16, 64, 512))
+    budget = decision_steps(sch, "SampleCategorical")[0]
+    big = replay(func, sch.trace.with_decision(budget, 3))
+    copy = [big.get(lp) for lp in big.get_loops(big.get_block("B_global"))]
+    assert [lp.loop_var.name for lp in copy[-2:]] == ["ax0", "ax1"]
+    assert copy[-2].annotations == ((rules.AUTO_UNROLL_KEY, 0),)
+    lines = [x.strip() for x in build(big.mod).source.splitlines()]
+    at = lines.index("for (int32_t ax0 = 0; ax0 < 512; ++ax0) {")
+    assert lines[at - 1] == "// annotation pragma_auto_unroll_max_step = 0"
+    assert "#pragma GCC unroll 512" not in lines
+    assert any(x.startswith("#pragma GCC unroll") for x in lines)  # the register tile
 
 
 def test_space_refuses_unknown_target_and_structure():
@@ -179,6 +198,94 @@ def test_space_refuses_unknown_target_and_structure():
         default_space(func, structure="SXS")
     with pytest.raises(ValueError, match="write_level=3"):
         default_space(func, structure="SSRSRS", write_level=3)
+
+
+@pytest.mark.parametrize(
+    "option, match",
+    [
+        ({"accumulators": (8, 4)}, r"accumulators must be \(low, high\).*got \(8, 4\)"),
+        ({"accumulators": (0, 4)}, r"accumulators .*got \(0, 4\)"),
+        ({"panel": (1 << 20, 0)}, r"panel must be \(max_bytes, min_reuse\).*got \(1048576, 0\)"),
+        ({"panel": 4096}, r"panel must be .*got 4096"),
+        ({"whole_reduction": 1.5}, r"whole_reduction must be a probability in \[0, 1\], got 1.5"),
+    ],
+)
+def test_space_refuses_bad_tile_bias(option, match):
+    func = wb.workloads.matmul(16, 16, 16)
+    with pytest.raises(ValueError, match=match):
+        default_space(func, **option)
+    sch = wb.Schedule(func)
+    with pytest.raises(ValueError, match=match):
+        rules.multi_level_tiling(sch, sch.get_block("C"), **option)
+    assert len(sch.trace) == 1  # refused before touching the schedule (only get_block)
+
+
+def _tiles(sch: wb.Schedule) -> list[list[int]]:
+    return [list(inst.decision) for inst in sch.trace if inst.kind == "SamplePerfectTile"]
+
+
+def test_space_register_tile_fits_the_accumulator_budget():
+    """Every sampled matmul 1024^3 schedule has a register tile (innermost i x j) of 4
+    to 24 vectors of 16, and a packed B panel (K x j-tile below the packing point) of
+    at most 1 MiB reused by at least 32 rows; without the bias, uniform draws miss."""
+    func = wb.workloads.matmul(1024, 1024, 1024)
+    unbiased_misses = 0
+    for seed in range(12):
+        ti, tj, _ = _tiles(sampled(func, seed))
+        assert 4 <= ti[-1] * tj[-1] // 16 <= 24, (seed, ti, tj)
+        assert 1024 * tj[1] * tj[2] * tj[3] * 4 <= 1 << 20, (seed, tj)
+        assert ti[1] * ti[2] * ti[3] >= 32, (seed, ti)
+        ti, tj, _ = _tiles(sampled(func, seed, accumulators=None, panel=None))
+        fits = 4 <= ti[-1] * tj[-1] // 16 <= 24 and ti[1] * ti[2] * ti[3] >= 32
+        unbiased_misses += not fits
+    assert unbiased_misses >= 3
+
+
+def test_space_whole_reduction_draws_unit_middle_tiles():
+    """SSRSRS's i2 and j2 sit between k0 and k1: with whole_reduction=1 they are always
+    1 (the register tile accumulates over all of k), with 0 they are drawn freely."""
+    func = wb.workloads.matmul(256, 256, 256)
+    always = [_tiles(sampled(func, seed, whole_reduction=1.0)) for seed in range(8)]
+    assert all(ti[2] == tj[2] == 1 for ti, tj, _ in always)
+    never = [_tiles(sampled(func, seed, whole_reduction=0.0)) for seed in range(8)]
+    assert any(ti[2] > 1 or tj[2] > 1 for ti, tj, _ in never)
+    sch = sampled(func, 0, whole_reduction=1.0)
+    assert_verifies(sch, func)
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("C_update"))]
+    assert [lp.extent for lp in loops if lp.loop_var.name in ("i_2", "j_2")] == [1, 1]
+
+
+def test_space_bias_needs_no_feasible_tiling():
+    """When no tiling fits (a 2 x 16 output holds at most 2 vectors of 16, the budget
+    asks for 4 to 24) the draw closest to the budget is kept, and the schedule is
+    still valid."""
+    func = wb.workloads.matmul(2, 16, 16)
+    for seed in SEEDS:
+        sch = sampled(func, seed)
+        ti, tj, _ = _tiles(sch)
+        assert (ti[-1], tj[-1]) == (2, 16)  # 2 x 1 vectors: the nearest to (4, 24)
+        assert_verifies(sch, func)
+
+
+def test_draw_tilings_units_vectors_and_rejection():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(20):
+        ti, tj = rules.draw_tilings(
+            rng, [96, 64], 4, 32, contiguous=1, vector_width=16, unit_levels=[2]
+        )
+        assert ti[2] == tj[2] == 1 and np.prod(ti) == 96 and np.prod(tj) == 64
+        assert tj[-1] % 16 == 0 and ti[-1] <= 32
+    calls = []
+
+    def never_fits(tilings):
+        calls.append(tilings)
+        return 2.0 + tilings[0][-1]  # fits nowhere; smaller innermost is closer
+
+    (best,) = rules.draw_tilings(random.Random(1), [64], 2, 64, miss=never_fits, max_draws=10)
+    assert len(calls) == 10
+    assert best[-1] == min(t[0][-1] for t in calls)
 
 
 def test_space_without_vector_bias_samples_any_innermost_tile():
@@ -220,7 +327,7 @@ def test_with_decision_on_unroll_changes_budget():
         budgets[decision] = re.findall(r"annotation pragma_auto_unroll_max_step = (\d+)", src)
         if decision == 0:
             assert "#pragma GCC unroll" not in src
-    assert budgets == {0: ["0"], 1: ["16"], 2: ["64"], 3: ["512"]}
+    assert budgets == {0: ["0"], 1: ["16"], 2: ["64"], 3: ["256"]}
 
 
 def test_with_decision_on_compute_location_moves_block():
@@ -405,3 +512,62 @@ def test_codegen_auto_unroll_steps_counts():
 def test_codegen_unannotated_loops_are_not_unrolled():
     src = build(wb.Schedule(wb.workloads.matmul(16, 16, 16)).mod).source
     assert "#pragma GCC unroll" not in src
+
+
+# ---------------------------------------------------------------------------
+# the C backend indexes cache tiles in loop variables
+
+
+def test_codegen_cache_tile_indexed_in_loop_variables():
+    """A compacted cache is indexed relative to its tile; printed in the block's iter
+    vars that is ``vi * 32 - i_0 * 256 + vj - j_0 * 32``, which the C compiler does not
+    cancel (so it cannot keep the accumulator tile in registers). The printer writes
+    such an index in the loop variables when that is shorter, and leaves the
+    parameters' indices in the iter vars."""
+    func = wb.workloads.matmul(64, 64, 64)
+    sch = wb.Schedule(func)
+    blk = sch.get_block("C")
+    i, j, k = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [None, 8])
+    j0, j1 = sch.split(j, [None, 32])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.reverse_compute_at(sch.cache_write(blk, 0, "local"), j0)
+    sch.decompose_reduction(blk, k)
+    sch.cache_read(blk, "B", "global")
+    sch.compute_at(sch.get_block("B_global"), j0)
+    kernel = build(sch.mod)
+    src = kernel.source
+    assert "C_local[i_1_init * 32 + j_1_init] = 0.0f;" in src
+    assert (
+        "C_local[i_1 * 32 + j_1] = C_local[i_1 * 32 + j_1] + A[vi * 64 + vk] * "
+        "B_global[k * 32 + j_1];" in src
+    )
+    assert "C[v0 * 64 + v1] = C_local[ax0 * 32 + ax1];" in src
+    assert "B_global[ax0 * 32 + ax1] = B[v0 * 64 + v1];" in src
+    assert not re.search(r"\[v\w* \* \d+ - ", src)  # no tile offset left to cancel
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((64, 64)).astype("float32") for _ in range(2))
+    c = np.zeros((64, 64), "float32")
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_codegen_index_kept_when_loop_variables_are_longer():
+    """A packed panel indexed by the fused parallel loop: ``vk * 32 + vj - f % 2 * 32``
+    is 3 terms, the loop-variable form ``k * 32 + i_1 ...`` would not be shorter for
+    a split k, so the iter-var form stays (and still computes the right thing)."""
+    func = wb.workloads.matmul(32, 64, 32)
+    sch = wb.Schedule(func)
+    blk = sch.get_block("C")
+    i, j, k = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1, j2 = sch.split(j, [None, 2, 16])
+    k0, k1 = sch.split(k, [None, 8])
+    sch.reorder(i0, j0, k0, i1, j1, k1, j2)
+    sch.cache_read(blk, "B", "global")
+    sch.compute_at(sch.get_block("B_global"), j0)
+    sch.parallel(sch.fuse(i0, j0))
+    src = build(sch.mod).source
+    line = next(x for x in src.splitlines() if "B_global[" in x and "C[" in x)
+    assert "B_global[vk * 32 + vj - i_0_j_0_fused % 2 * 32]" in line
+    assert_verifies(sch, func)
