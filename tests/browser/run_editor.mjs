@@ -228,6 +228,21 @@ async function run(page) {
   log(`selected "${loop}"`);
 
   const traceBefore = await trace.textContent();
+  // Time the round trip as the user sees it: from the click to the new IR in the page
+  // (the kernel applies the primitive and re-renders; the front end redraws).
+  await apply.evaluate((button, loopName) => {
+    const box = button.closest('.wb-editor').querySelector('.wb-ir');
+    window.__wbRoundTrip = new Promise((done) => {
+      const start = performance.now();
+      const seen = new MutationObserver(() => {
+        if (box.textContent.includes(`${loopName}_1`)) {
+          seen.disconnect();
+          done(performance.now() - start);
+        }
+      });
+      seen.observe(box, { childList: true, subtree: true, characterData: true });
+    });
+  }, opts.loop);
   await step('click Apply', () => apply.click());
 
   await step(`wait for ${opts.loop}_1 in the IR`, async () => {
@@ -238,6 +253,8 @@ async function run(page) {
     }
     await waitForKernelIdle(page);
   });
+  const roundTrip = await page.evaluate(() => window.__wbRoundTrip);
+  log(`round trip from the Apply click to the new IR on the page: ${roundTrip.toFixed(0)} ms`);
 
   await step('check the IR, trace and error box', async () => {
     // The trace sits in another tab of the editor: read its text, shown or not.
