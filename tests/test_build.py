@@ -293,3 +293,29 @@ def test_floor_helpers_match_numpy_with_negative_divisors():
     build(func)(a, d, q, r)
     np.testing.assert_array_equal(q, a // d)
     np.testing.assert_array_equal(r, a % d)
+
+
+def test_measure_checks_arrays_once_then_times_the_bare_call(monkeypatch):
+    from workbench.runtime.cpu import KernelFunction
+
+    k = build(wb.workloads.matmul(16, 16, 16))
+    a, b, c = (np.ones((16, 16), "float32") for _ in range(3))
+    checks = []
+    original = KernelFunction._check
+    monkeypatch.setattr(KernelFunction, "_check",
+                        lambda self, arrays: checks.append(1) or original(self, arrays))
+    m = wb.measure(k, a, b, c, number=50, repeat=3, min_repeat_ms=0)
+    assert m.number == 50 and len(m.samples) == 3 and m.flops == 2 * 16**3
+    assert len(checks) == 2  # the checked run and prepare(), not one per timed call
+    np.testing.assert_allclose(c, np.full((16, 16), 16.0))
+    with pytest.raises(KernelArgumentError, match="shape"):
+        wb.measure(k, a, b, np.ones((8, 8), "float32"), repeat=1, min_repeat_ms=0)
+
+
+def test_prepare_keeps_its_arrays_alive():
+    k = build(wb.workloads.matmul(8, 8, 8))
+    run = k.prepare(*(np.full((8, 8), 2.0, "float32") for _ in range(3)))
+    import gc
+
+    gc.collect()
+    assert run() == 0 and float(run.arrays[2][0, 0]) == 32.0

@@ -71,6 +71,10 @@ def measure(
     TVM's ``cache_flush_bytes``); each sample is then a single run (``number`` is 1 and
     ``min_repeat_ms`` does not apply).
 
+    A built kernel's arrays are checked once (one checked run first); the timed calls
+    then go straight to the compiled function (``kernel.prepare``), so the figures
+    match the isolated worker's and exclude Python's argument handling.
+
     ``isolated=True`` runs a built kernel in a worker process (``default_worker()``) on
     random arrays of its parameter shapes (``args`` may be left out; when given they are
     only checked): a kernel that crashes or runs past ``timeout`` seconds raises
@@ -99,6 +103,20 @@ def measure(
             flops=flops,
             flush_cache=flush_cache,
             timeout=timeout,
+        )
+    if args and callable(getattr(kernel, "prepare", None)):
+        # A built kernel: one checked run (bad arrays or a failed allocation raise
+        # here), then time the bare C call on the same arrays.
+        kernel(*args)
+        run = kernel.prepare(*args)
+        return _measure(
+            run,
+            number=number,
+            repeat=repeat,
+            min_repeat_ms=min_repeat_ms,
+            warmup=warmup,
+            flops=flops if flops is not None else getattr(kernel, "flops", None),
+            flush_cache=flush_cache,
         )
     return _measure(
         kernel,
