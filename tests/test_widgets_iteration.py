@@ -10,11 +10,11 @@ import pytest
 
 import workbench as wb
 from workbench.ir import Block, Mutator, const
+from workbench.search.result import figure_svg
 from workbench.widgets.iteration import (
     IterationModel,
     TileLevel,
     plot_iteration_space,
-    render_svg,
     visit_order,
 )
 from workbench.widgets.iteration_view import IterationView
@@ -277,9 +277,9 @@ def test_plot_large_grid_has_no_numbers_and_svg_is_stable():
     func = wb.workloads.mm_relu(64, 64, 8)
     fig = plot_iteration_space(func, "Y")
     assert len(fig.axes[0].texts) == 0
-    svg = render_svg(fig)
+    svg = figure_svg(fig)
     assert svg.startswith("<svg") and "Y: i, j, k" in svg
-    assert render_svg(plot_iteration_space(func, "Y")) == svg
+    assert figure_svg(plot_iteration_space(func, "Y")) == svg
 
 
 # ---------------------------------------------------------------------------

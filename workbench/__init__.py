@@ -104,22 +104,14 @@ def measure(
             flush_cache=flush_cache,
             timeout=timeout,
         )
+    fn = kernel
     if args and callable(getattr(kernel, "prepare", None)):
         # A built kernel: one checked run (bad arrays or a failed allocation raise
-        # here), then time the bare C call on the same arrays.
+        # here), then time the bare C call on the same arrays (it carries the flops).
         kernel(*args)
-        run = kernel.prepare(*args)
-        return _measure(
-            run,
-            number=number,
-            repeat=repeat,
-            min_repeat_ms=min_repeat_ms,
-            warmup=warmup,
-            flops=flops if flops is not None else getattr(kernel, "flops", None),
-            flush_cache=flush_cache,
-        )
+        fn, args = kernel.prepare(*args), ()
     return _measure(
-        kernel,
+        fn,
         *args,
         number=number,
         repeat=repeat,

@@ -17,7 +17,14 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["CODE_STYLE", "code_block", "highlight_html", "highlight_lines", "render_segments"]
+__all__ = [
+    "CODE_STYLE",
+    "code_block",
+    "error_banner",
+    "highlight_html",
+    "highlight_lines",
+    "render_segments",
+]
 
 # Token class -> inline CSS (JupyterLab's editor colours, light-theme fallbacks).
 _STYLES: tuple[tuple[str, str], ...] = (
@@ -154,3 +161,21 @@ def highlight_html(code: str) -> str:
     True
     """
     return code_block(highlight_lines(code))
+
+
+def error_banner(message: str, kind: str | None = None) -> str:
+    """A themed error banner (``<b>kind</b>: message`` when ``kind`` is given): the one
+    way errors are shown in notebooks and the widgets.
+
+    >>> error_banner("split: bad factors", "ScheduleError").count("<b>ScheduleError</b>")
+    1
+    """
+    head = f"<b>{html.escape(kind)}</b>: " if kind else ""
+    return (
+        '<div class="wb-error-message" style="padding:4px 6px;margin-bottom:2px;'
+        "border-left:4px solid var(--jp-error-color1,#d32f2f);"
+        "background:var(--jp-error-color3,rgba(211,47,47,0.12));"
+        "color:var(--jp-content-font-color1,inherit);"
+        'font-family:var(--jp-code-font-family,monospace)">'
+        f"{head}{html.escape(message)}</div>"
+    )

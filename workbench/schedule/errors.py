@@ -65,17 +65,9 @@ class ScheduleError(Exception):
     def html(self, syntax: str = "classic") -> str:
         """The message as a themed banner, then the IR with the marked lines
         (``# <-- primitive``) emphasised — what notebooks and the widgets show."""
-        import html as _html
+        from ..ir.highlight import code_block, error_banner, highlight_lines
 
-        from ..ir.highlight import code_block, highlight_lines
-
-        banner = (
-            '<div class="wb-error-message" style="padding:4px 6px;margin-bottom:2px;'
-            "border-left:4px solid var(--jp-error-color1,#d32f2f);"
-            "background:var(--jp-error-color3,rgba(211,47,47,0.12));"
-            'color:var(--jp-content-font-color1,inherit);font-family:var(--jp-code-font-family,monospace)">'
-            f"<b>{_html.escape(type(self).__name__)}</b>: {_html.escape(str(self))}</div>"
-        )
+        banner = error_banner(str(self), type(self).__name__)
         if self.func is None:
             return f'<div class="wb-error">{banner}</div>'
         text = self.detail(syntax=syntax).split("\n\n", 1)[1]

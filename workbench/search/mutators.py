@@ -34,7 +34,11 @@ from typing import Any
 
 from ..ir import IRModule, PrimFunc
 from ..schedule import Schedule, ScheduleError, Trace
-from ..schedule.primitives.sampling import compute_location_candidates, perfect_tilings
+from ..schedule.primitives.sampling import (
+    compute_location_candidates,
+    divisors,
+    perfect_tilings,
+)
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -79,10 +83,6 @@ def sampling_steps(trace: Trace) -> list[int]:
     return [i for i, inst in enumerate(trace.insts) if inst.decision is not None]
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def mutate_tile_size(trace: Trace, index: int, rng: random.Random) -> tuple[int, ...] | None:
     """A different tiling for the ``sample_perfect_tile`` at ``index``, or None when the
     loop has no other tiling.
@@ -114,7 +114,7 @@ def mutate_tile_size(trace: Trace, index: int, rng: random.Random) -> tuple[int,
         if tiles[src] == 1:
             break
         dst = rng.choice([i for i in range(n) if i != src])
-        d = rng.choice(_divisors(tiles[src])[1:])
+        d = rng.choice(divisors(tiles[src])[1:])
         new = list(tiles)
         new[src] //= d
         new[dst] *= d

@@ -119,7 +119,8 @@ def figure_svg(fig: Figure) -> str:
     import matplotlib as mpl
 
     buf = io.StringIO()
-    with mpl.rc_context({"svg.hashsalt": "workbench", "svg.fonttype": "none"}):
+    with mpl.rc_context({"svg.hashsalt": "workbench", "svg.fonttype": "none",
+                         "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"]}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
     return text[text.index("<svg"):]

@@ -29,6 +29,7 @@ __all__ = [
     "DiffRow",
     "DiffStats",
     "as_ir_text",
+    "check_syntax",
     "diff_rows",
     "render_diff",
     "render_side_by_side",
@@ -48,6 +49,13 @@ EMPHASIS = {
     "delete": "background:rgba(248,81,73,0.45);border-radius:2px",
 }
 GUTTER = {"equal": " ", "insert": "+", "delete": "-", "replace": "~"}
+
+
+def check_syntax(syntax: str) -> str:
+    """``syntax`` if it is a printer syntax (``"classic"`` or ``"tirx"``), else ValueError."""
+    if syntax not in ("classic", "tirx"):
+        raise ValueError(f'syntax must be "classic" or "tirx", got {syntax!r}')
+    return syntax
 
 
 def as_ir_text(source: Any, syntax: str = "classic") -> str:

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import functools
 import html
-import io
 import time
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
 
-from ..ir.highlight import code_block, highlight_lines
+from ..ir.highlight import code_block, error_banner, highlight_lines
 from ..schedule import Schedule
-from .diff import DiffStats, diff_rows
 from .editor_model import (
     SCOPES,
     THREAD_AXES,
@@ -297,11 +295,7 @@ class ScheduleEditor(widgets.VBox):
             return None
 
     def _show_error(self, text: str) -> None:
-        self.error_html.value = (
-            '<div class="wb-error-message" style="padding:4px 6px;border-left:4px solid '
-            'var(--jp-error-color1,#d32f2f);background:var(--jp-error-color3,'
-            'rgba(211,47,47,0.12))">' + html.escape(text) + "</div>"
-        )
+        self.error_html.value = error_banner(text)
 
     @_safe
     def _on_tree(self, change: dict) -> None:
@@ -437,9 +431,8 @@ class ScheduleEditor(widgets.VBox):
         m = self.model
         last = m.steps[-1] if m.steps else "start"
         stats = ""
-        before = m.previous_func()
-        if before is not None:
-            s = DiffStats.of(diff_rows(before.script(), m.func.script()))
+        if m.previous_func() is not None:  # the diff view shows this step already
+            s = self.diff_view.stats
             stats = f" &middot; last step changed {s.added + s.removed + s.changed} lines"
         self.title.value = (
             f'<b style="font-size:110%">{html.escape(m.func.name)}</b> &middot; step '
@@ -563,10 +556,9 @@ def _first(dropdown: widgets.Dropdown) -> None:
 
 def _history_svg(records: list[MeasureRecord]) -> str:
     """Horizontal bars: the latency of each measured schedule, newest at the bottom."""
-    import matplotlib
-
-    matplotlib.rcParams["svg.hashsalt"] = "workbench"
     from matplotlib.figure import Figure
+
+    from ..search.result import figure_svg
 
     ok = [r for r in records if r.ok]
     height = 0.9 + 0.32 * max(1, len(records))
@@ -590,7 +582,4 @@ def _history_svg(records: list[MeasureRecord]) -> str:
     ax.set_xlim(0, top * 1.45)
     ax.set_title("this session's measured schedules", fontsize="medium")
     fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return figure_svg(fig)

@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from ..ir import Block, For, IfThenElse, IRModule, PrimFunc, SeqStmt, Var
-from ..ir.analysis import find_block, infer_regions
+from ..ir.analysis import block_path, find_block, infer_regions, loop_path, loops_above
 from ..schedule import Schedule, ScheduleError, Trace, TraceError
+from ..schedule.primitives.sampling import divisors as all_divisors
 from ..schedule.trace import BlockRV, LoopRV
 
 __all__ = [
@@ -213,7 +214,7 @@ def divisors(n: int) -> list[int]:
     >>> divisors(12)
     [2, 3, 4, 6]
     """
-    return [d for d in range(2, n) if n % d == 0]
+    return [d for d in all_divisors(n) if 1 < d < n]
 
 
 class EditorModel:
@@ -375,15 +376,10 @@ class EditorModel:
         return matches[0]
 
     def _loops_above(self, block: str) -> list[Var]:
-        """Loop variables enclosing ``block``, outermost first."""
-        stack: list[TreeItem] = []
-        for t in self.tree():
-            while stack and stack[-1].depth >= t.depth:
-                stack.pop()
-            if t.kind == "block" and t.name == block:
-                return [s.var for s in stack if s.kind == "loop"]  # type: ignore[misc]
-            stack.append(t)
-        return []
+        """Loop variables enclosing ``block`` in its scope, outermost first (what
+        ``get_loops`` returns)."""
+        path = block_path(self.func, block)
+        return [f.loop_var for f in loops_above(path)] if path is not None else []
 
     # ------------------------------------------------------ argument choices
     def actions_for(self, item: TreeItem | None = None) -> tuple[str, ...]:
@@ -420,30 +416,10 @@ class EditorModel:
         return options
 
     def _for_node(self, var: Var) -> For:
-        found: list[For] = []
-
-        def visit(s: Any) -> None:
-            if found:
-                return
-            if isinstance(s, For):
-                if s.loop_var is var:
-                    found.append(s)
-                    return
-                visit(s.body)
-            elif isinstance(s, Block):
-                visit(s.body)
-            elif isinstance(s, SeqStmt):
-                for x in s.stmts:
-                    visit(x)
-            elif isinstance(s, IfThenElse):
-                visit(s.then_case)
-                if s.else_case is not None:
-                    visit(s.else_case)
-
-        visit(self.func.body)
-        if not found:
+        path = loop_path(self.func, var)
+        if path is None:
             raise EditorError(f'loop "{var.name}" is not in the current IR')
-        return found[0]
+        return path[-1]  # type: ignore[return-value]
 
     def buffers(self, block: TreeItem | str | None = None, which: str = "read") -> list[str]:
         """Names of the buffers ``block`` reads (``which="read"``) or writes, in the order
@@ -535,13 +511,9 @@ class EditorModel:
         if isinstance(e, ScheduleError):
             self.error_html = e.html()
         else:
-            import html
+            from ..ir.highlight import error_banner
 
-            self.error_html = (
-                '<div class="wb-error-message" style="padding:4px 6px;border-left:4px solid '
-                'var(--jp-error-color1,#d32f2f);background:var(--jp-error-color3,'
-                'rgba(211,47,47,0.12))">' + html.escape(str(e)) + "</div>"
-            )
+            self.error_html = error_banner(str(e))
         self._notify("error")
 
     def _reselect(self, prefer: TreeItem | Var | str | None = None) -> None:

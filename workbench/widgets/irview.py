@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..ir.highlight import highlight_html
-from .diff import DiffStats, as_ir_text, diff_rows, render_diff, unified_text
+from .diff import DiffStats, as_ir_text, check_syntax, diff_rows, render_diff, unified_text
 
 __all__ = ["IRDiff", "IRView"]
 
@@ -37,7 +37,7 @@ class IRView(widgets.VBox):
     def __init__(self, source: Any, syntax: str = "classic"):
         self._source = source
         self.syntax_toggle = widgets.ToggleButtons(
-            options=SYNTAXES, value=_check_syntax(syntax), description="syntax",
+            options=SYNTAXES, value=check_syntax(syntax), description="syntax",
             style={"button_width": "auto"}, layout=widgets.Layout(width="auto"),
         )
         self.code = widgets.HTML(layout=widgets.Layout(width="100%"))
@@ -53,7 +53,7 @@ class IRView(widgets.VBox):
 
     @syntax.setter
     def syntax(self, value: str) -> None:
-        self.syntax_toggle.value = _check_syntax(value)
+        self.syntax_toggle.value = check_syntax(value)
 
     @property
     def text(self) -> str:
@@ -93,7 +93,7 @@ class IRDiff(widgets.VBox):
     def __init__(self, before: Any, after: Any, mode: str = "side", context: int | None = None,
                  syntax: str = "classic"):
         self._before, self._after = before, after
-        self.syntax = _check_syntax(syntax)
+        self.syntax = check_syntax(syntax)
         self.mode_toggle = widgets.ToggleButtons(
             options=(("side by side", "side"), ("unified", "unified")), value=_check_mode(mode),
             style={"button_width": "auto"}, layout=widgets.Layout(width="auto"),
@@ -132,8 +132,8 @@ class IRDiff(widgets.VBox):
 
     @property
     def stats(self) -> DiffStats:
-        """Lines added, removed and changed."""
-        return DiffStats.of(diff_rows(self.before_text, self.after_text))
+        """Lines added, removed and changed (counted when the diff was drawn)."""
+        return self._stats
 
     def unified(self, context: int = 3) -> str:
         """The diff as plain ``diff -u`` text."""
@@ -149,7 +149,7 @@ class IRDiff(widgets.VBox):
         before, after = self.before_text, self.after_text
         context = self.context if self.changes_only.value else None
         self.html_widget.value = render_diff(before, after, self.mode, context)
-        s = DiffStats.of(diff_rows(before, after))
+        s = self._stats = DiffStats.of(diff_rows(before, after))
         self.summary.value = (
             '<span style="font-family:var(--jp-code-font-family,monospace);padding-left:8px">'
             f'<span style="color:var(--jp-success-color1,#2e7d32)">+{s.added}</span> '
@@ -157,11 +157,6 @@ class IRDiff(widgets.VBox):
             f'<span style="color:var(--jp-warn-color1,#b26a00)">~{s.changed}</span></span>'
         )
 
-
-def _check_syntax(syntax: str) -> str:
-    if syntax not in ("classic", "tirx"):
-        raise ValueError(f'syntax must be "classic" or "tirx", got {syntax!r}')
-    return syntax
 
 
 def _check_mode(mode: str) -> str:

@@ -38,6 +38,7 @@ from ..ir import expr as E
 from ..ir.analysis import block_names, block_path
 from ..ir.functor import expr_vars
 from ..ir.stmt import Block, For, IfThenElse, IRModule, PrimFunc
+from ..search.result import figure_svg
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -49,7 +50,6 @@ __all__ = [
     "LoopInfo",
     "TileLevel",
     "plot_iteration_space",
-    "render_svg",
     "visit_order",
 ]
 
@@ -684,27 +684,6 @@ def _annotate(ax: Axes, pic: IterationPicture, pts: np.ndarray, rgba: np.ndarray
                 color="black" if light else "white", in_layout=False)
 
 
-def render_svg(fig: Figure) -> str:
-    """The figure as an inline ``<svg>`` element (no XML prolog, no date, stable ids,
-    text kept as ``<text>`` so it stays small and searchable), ready to embed in HTML.
-
-    >>> import workbench as wb
-    >>> svg = render_svg(plot_iteration_space(wb.workloads.mm_relu(4, 4, 4), "Y"))
-    >>> svg.startswith("<svg")
-    True
-    """
-    import io
-
-    import matplotlib as mpl
-
-    buf = io.StringIO()
-    with mpl.rc_context({"svg.hashsalt": "workbench", "svg.fonttype": "none",
-                         "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"]}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
-
-
 # ---------------------------------------------------------------------------
 # the state behind the view (plain Python; the ipywidgets view binds to it)
 
@@ -844,7 +823,7 @@ class IterationModel:
                 'border:1px solid #e5a0a0;border-radius:4px;padding:6px 10px;'
                 f'font-family:monospace;white-space:pre-wrap">{text}</div>'
             )
-        svg = render_svg(fig).replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
+        svg = figure_svg(fig).replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)
         label = _html.escape(f"visit order of block {self.picture.title}", quote=True)
         return (
             f'<div class="wb-iteration" role="img" aria-label="{label}" style="background:#fff;'

@@ -36,6 +36,7 @@ import ipywidgets as widgets
 from ..ir.highlight import code_block, highlight_html, highlight_lines
 from ..schedule.schedule import Schedule
 from ..schedule.trace import Trace
+from .diff import check_syntax
 from .irview import IRDiff
 from .stepper_model import MeasureRecord, StepperModel
 
@@ -207,9 +208,7 @@ class TraceStepper(widgets.VBox):
 
     @syntax.setter
     def syntax(self, value: str) -> None:
-        if value not in ("classic", "tirx"):
-            raise ValueError(f'syntax must be "classic" or "tirx", got {value!r}')
-        self.model.syntax = value
+        self.model.syntax = check_syntax(value)
         self.diff.syntax = value
         self._render()
 

@@ -31,21 +31,22 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..ir import Block, For, IRModule, PrimFunc
 from ..ir.analysis import as_module, find_block
+from ..ir.highlight import error_banner
 from ..schedule.errors import ScheduleError, TraceError
 from ..schedule.primitives.sampling import (
     LocationMark,
     compute_location_candidates,
-    count_tilings,
+    count_perfect_tilings,
+    iter_perfect_tilings,
 )
 from ..schedule.schedule import Schedule
 from ..schedule.trace import RV, Instruction, Trace
-from .diff import as_ir_text
+from .diff import as_ir_text, check_syntax
 
 __all__ = [
     "LOOKUP_KINDS",
@@ -120,10 +121,6 @@ class DecisionChoices:
         return f"{head}{self.total} legal {what}"
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def perfect_tile_choices(
     extent: int, n: int, max_innermost_factor: int = 16, limit: int = MAX_CHOICES
 ) -> tuple[list[tuple[int, ...]], int]:
@@ -137,19 +134,9 @@ def perfect_tile_choices(
     >>> len(tiles), total
     (10, 1490)
     """
-    cap = extent if max_innermost_factor == -1 else max_innermost_factor
-    total = sum(count_tilings(extent // d, n - 1) for d in _divisors(extent) if d <= cap)
-
-    def rec(m: int, k: int) -> Iterator[tuple[int, ...]]:
-        if k == 1:
-            if m <= cap:
-                yield (m,)
-            return
-        for d in _divisors(m):
-            for rest in rec(m // d, k - 1):
-                yield (d, *rest)
-
-    return list(itertools.islice(rec(extent, n), max(limit, 0))), total
+    tilings = iter_perfect_tilings(extent, n, max_innermost_factor)
+    return ([tuple(t) for t in itertools.islice(tilings, max(limit, 0))],
+            count_perfect_tilings(extent, n, max_innermost_factor))
 
 
 # ---------------------------------------------------------------------------
@@ -362,7 +349,7 @@ class StepperModel:
             func = trace  # a schedule that has applied nothing yet is its own start
         self.func: PrimFunc | IRModule = _as_start(func)
         self._module = as_module(self.func)
-        self.syntax = _check_syntax(syntax)
+        self.syntax = check_syntax(syntax)
         self._adopt(_replay(_as_trace(trace), self._module))
         self._step = 0
         self.only_changes = False
@@ -437,13 +424,8 @@ class StepperModel:
             if isinstance(err, ScheduleError):
                 parts.append(err.html(self.syntax))
             else:
-                parts.append(
-                    '<div class="wb-error"><div class="wb-error-message" style="padding:4px 6px;'
-                    "border-left:4px solid var(--jp-error-color1,#d32f2f);"
-                    'background:var(--jp-error-color3,rgba(211,47,47,0.12))">'
-                    f"<b>{html.escape(type(err).__name__)}</b>: {html.escape(str(err))}"
-                    "</div></div>"
-                )
+                parts.append(f'<div class="wb-error">'
+                             f"{error_banner(str(err), type(err).__name__)}</div>")
         if self.failure is not None and step == self.failure.step:
             parts.append(self.failure.html(self.syntax))
         return "".join(parts)
@@ -744,8 +726,3 @@ def _location_label(decision: int, target: Any) -> str:
         return f"{decision}: {target.name}"
     return f"{decision}: loop {target.name}"
 
-
-def _check_syntax(syntax: str) -> str:
-    if syntax not in ("classic", "tirx"):
-        raise ValueError(f'syntax must be "classic" or "tirx", got {syntax!r}')
-    return syntax

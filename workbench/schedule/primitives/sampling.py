@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,7 +89,12 @@ def count_tilings(m: int, k: int) -> int:
     return math.prod(math.comb(e + k - 1, k - 1) for e in prime_factors(m).values())
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
+    """All divisors of ``n``, ascending.
+
+    >>> divisors(12)
+    [1, 2, 3, 4, 6, 12]
+    """
     small, large = [], []
     d = 1
     while d * d <= n:
@@ -105,6 +110,33 @@ def _limit(extent: int, max_innermost_factor: int) -> int:
     return extent if max_innermost_factor == -1 else max_innermost_factor
 
 
+def iter_perfect_tilings(extent: int, n: int, max_innermost_factor: int = 16
+                         ) -> Iterator[list[int]]:
+    """:func:`perfect_tilings` one at a time (there can be very many)."""
+    limit = _limit(extent, max_innermost_factor)
+
+    def rec(m: int, k: int) -> Iterator[list[int]]:
+        if k == 1:
+            if m <= limit:
+                yield [m]
+            return
+        for d in divisors(m):
+            for rest in rec(m // d, k - 1):
+                yield [d, *rest]
+
+    return rec(extent, n)
+
+
+def count_perfect_tilings(extent: int, n: int, max_innermost_factor: int = 16) -> int:
+    """How many :func:`perfect_tilings` there are, without listing them.
+
+    >>> count_perfect_tilings(4096, 5), count_perfect_tilings(8, 2)
+    (1490, 4)
+    """
+    limit = _limit(extent, max_innermost_factor)
+    return sum(count_tilings(extent // d, n - 1) for d in divisors(extent) if d <= limit)
+
+
 def perfect_tilings(extent: int, n: int, max_innermost_factor: int = 16) -> list[list[int]]:
     """Every ``n``-factor perfect tiling of ``extent`` whose innermost factor is at most
     ``max_innermost_factor`` (``-1``: no limit), in lexicographic order. These are the
@@ -115,14 +147,7 @@ def perfect_tilings(extent: int, n: int, max_innermost_factor: int = 16) -> list
     >>> perfect_tilings(32, 2, max_innermost_factor=4)
     [[8, 4], [16, 2], [32, 1]]
     """
-
-    def rec(m: int, k: int) -> list[list[int]]:
-        if k == 1:
-            return [[m]]
-        return [[d, *rest] for d in _divisors(m) for rest in rec(m // d, k - 1)]
-
-    limit = _limit(extent, max_innermost_factor)
-    return [t for t in rec(extent, n) if t[-1] <= limit]
+    return list(iter_perfect_tilings(extent, n, max_innermost_factor))
 
 
 def draw_perfect_tile(
@@ -142,7 +167,7 @@ def draw_perfect_tile(
     True
     """
     limit = _limit(extent, max_innermost_factor)
-    weights = [(d, count_tilings(extent // d, n - 1)) for d in _divisors(extent) if d <= limit]
+    weights = [(d, count_tilings(extent // d, n - 1)) for d in divisors(extent) if d <= limit]
     total = sum(w for _, w in weights)
     if total == 0:
         raise ValueError(f"no {n}-factor tiling of {extent} has innermost <= {limit}")
