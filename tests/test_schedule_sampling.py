@@ -27,6 +27,7 @@ from workbench.testing import (
     conv2d_func,
     mm_relu_func,
     roundtrip_trace,
+    stochastic_schedule_mm,
 )
 
 
@@ -43,16 +44,6 @@ def main_func(n: int = 128) -> wb.PrimFunc:
 def func() -> wb.PrimFunc:
     return main_func(128)
 
-
-def stochastic_schedule_mm(sch: wb.Schedule, decision=None) -> wb.Schedule:
-    """The chapter's stochastic schedule (``decision`` fixes the sampled tiles)."""
-    block_c = sch.get_block("C", "main")
-    i, j, k = sch.get_loops(block=block_c)
-    j_factors = sch.sample_perfect_tile(loop=j, n=2, decision=decision)
-    j_0, j_1 = sch.split(loop=j, factors=j_factors)
-    sch.reorder(i, j_0, k, j_1)
-    sch.decompose_reduction(block_c, k)
-    return sch
 
 
 HEAD = [

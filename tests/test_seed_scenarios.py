@@ -18,7 +18,7 @@ import pytest
 
 import workbench as wb
 from workbench.ir import Block, iter_stmts
-from workbench.testing import assert_verifies, roundtrip_trace
+from workbench.testing import assert_verifies, roundtrip_trace, stochastic_schedule_mm
 
 # --------------------------------------------------------------------------- 1
 
@@ -65,15 +65,6 @@ def test_mlc_chapter_ir_trace_and_numerics():
     lowered = wb.lower(sch.mod).script()
     assert "Y = T.alloc_buffer((1, 4))" in lowered
 
-
-def stochastic_schedule_mm(sch: wb.Schedule) -> wb.Schedule:
-    block_c = sch.get_block("C", "matmul")
-    i, j, k = sch.get_loops(block=block_c)
-    j_factors = sch.sample_perfect_tile(loop=j, n=2)
-    j_0, j_1 = sch.split(loop=j, factors=j_factors)
-    sch.reorder(i, j_0, k, j_1)
-    sch.decompose_reduction(block_c, k)
-    return sch
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])

@@ -29,7 +29,7 @@ from workbench.search.mutators import (
     mutate_tile_size,
     sampling_steps,
 )
-from workbench.testing import fake_builder
+from workbench.testing import fake_builder, stochastic_schedule_mm
 
 # ---------------------------------------------------------------------------
 # a fake landscape
@@ -438,15 +438,7 @@ def test_cost_model_refuses_bad_input():
 # a real tuning run
 
 
-def seed_space(sch):
-    """The MLC course's stochastic_schedule_mm (split j, reorder, decompose)."""
-    block_c = sch.get_block("C")
-    i, j, k = sch.get_loops(block=block_c)
-    j_factors = sch.sample_perfect_tile(loop=j, n=2)
-    j_0, j_1 = sch.split(loop=j, factors=j_factors)
-    sch.reorder(i, j_0, k, j_1)
-    sch.decompose_reduction(block_c, k)
-    return sch
+seed_space = stochastic_schedule_mm  # the MLC course's space
 
 
 def test_real_tuning_finds_a_faster_kernel_than_the_unscheduled_one(tmp_path):

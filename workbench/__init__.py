@@ -92,34 +92,17 @@ def measure(
     from .runtime.isolation import measure_isolated
     from .runtime.timing import measure as _measure
 
+    options = dict(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                   warmup=warmup, flops=flops, flush_cache=flush_cache)
     if isolated:
-        return measure_isolated(
-            kernel,
-            *args,
-            number=number,
-            repeat=repeat,
-            min_repeat_ms=min_repeat_ms,
-            warmup=warmup,
-            flops=flops,
-            flush_cache=flush_cache,
-            timeout=timeout,
-        )
+        return measure_isolated(kernel, *args, timeout=timeout, **options)
     fn = kernel
     if args and callable(getattr(kernel, "prepare", None)):
         # A built kernel: one checked run (bad arrays or a failed allocation raise
         # here), then time the bare C call on the same arrays (it carries the flops).
         kernel(*args)
         fn, args = kernel.prepare(*args), ()
-    return _measure(
-        fn,
-        *args,
-        number=number,
-        repeat=repeat,
-        min_repeat_ms=min_repeat_ms,
-        warmup=warmup,
-        flops=flops,
-        flush_cache=flush_cache,
-    )
+    return _measure(fn, *args, **options)
 
 
 __version__ = "0.1.0"

@@ -594,3 +594,18 @@ def fake_builder(mods: list[IRModule]) -> list[FakeKernel]:
 
 
 __all__ += ["FakeKernel", "fake_builder"]
+
+
+def stochastic_schedule_mm(sch: Schedule, decision: list[int] | None = None) -> Schedule:
+    """The MLC chapter's stochastic matmul schedule: sample j's tiles (``decision`` fixes
+    them), split, reorder to i, j_0, k, j_1, decompose the reduction at k."""
+    block_c = sch.get_block("C")
+    i, j, k = sch.get_loops(block=block_c)
+    j_factors = sch.sample_perfect_tile(loop=j, n=2, decision=decision)
+    j_0, j_1 = sch.split(loop=j, factors=j_factors)
+    sch.reorder(i, j_0, k, j_1)
+    sch.decompose_reduction(block_c, k)
+    return sch
+
+
+__all__ += ["stochastic_schedule_mm"]
