@@ -129,9 +129,13 @@ def reduce_axis(extent: int, name: str = "k") -> ReduceAxis:
         if lo != 0:
             raise ValueError("reduce_axis: only ranges starting at 0 are supported")
         extent = hi
-    if int(extent) <= 0:
+    from .ir.expr import normalize_extent
+
+    extent = normalize_extent(extent, f"reduce_axis {name!r} extent")  # int or a shape expr
+    if isinstance(extent, int) and extent <= 0:
         raise ValueError(f"reduce_axis {name!r}: extent must be positive, got {extent}")
-    return ReduceAxis(name, "int32", int(extent))
+    dtype = extent.dtype if isinstance(extent, PrimExpr) else "int32"
+    return ReduceAxis(name, dtype, extent)
 
 
 def _axes(axis) -> tuple[ReduceAxis, ...]:
@@ -176,7 +180,13 @@ def compute(
     The lambda's parameter names become the loop names (``lambda i, j:`` gives loops
     ``i`` and ``j``); reduction axes used inside follow them.
     """
-    shape = tuple(int(s) for s in shape)
+    from .ir.expr import normalize_extent
+
+    shape = tuple(normalize_extent(s, f"compute {name!r} shape") for s in shape)
+    # index type: int64 when a dimension is (a symbolic shape of int64 ``n``)
+    index_dtype = "int64" if any(
+        isinstance(s, PrimExpr) and s.dtype == "int64" for s in shape
+    ) else "int32"
     try:
         params = [
             p.name
@@ -187,7 +197,7 @@ def compute(
         params = []
     if len(params) != len(shape):
         params = [f"i{d}" for d in range(len(shape))]
-    axes = tuple(Var(n) for n in params)
+    axes = tuple(Var(n, index_dtype) for n in params)
     body = as_expr(fcompute(*axes))
     if dtype is not None and body.dtype != dtype:
         from .ir.expr import cast
@@ -236,8 +246,8 @@ def _stage(t: Tensor) -> Stmt:
     body = t.body
     reduce = body if isinstance(body, Reduce) else None
     raxes = reduce.axes if reduce is not None else ()
-    loop_vars = [Var(a.name) for a in t.axes] + [Var(a.name) for a in raxes]
-    block_vars = [Var("v" + a.name) for a in t.axes] + [Var("v" + a.name) for a in raxes]
+    loop_vars = [Var(a.name, a.dtype) for a in t.axes] + [Var(a.name, a.dtype) for a in raxes]
+    block_vars = [Var("v" + a.name, a.dtype) for a in (*t.axes, *raxes)]
     iter_vars = tuple(
         [IterVar(v, e, "S") for v, e in zip(block_vars[: len(t.axes)], t.shape, strict=True)]
         + [IterVar(v, a.extent, "R") for v, a in zip(block_vars[len(t.axes) :], raxes, strict=True)]

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.buffer import Buffer
+from ..ir.buffer import Buffer, MatchBufferRegion
 from ..ir.expr import (
     EQ,
     GE,
@@ -53,12 +53,15 @@ from ..ir.expr import (
     BinaryOp,
     BufferLoad,
     Call,
+    CallExtern,
     Cast,
     Div,
     FloatImm,
     FloorDiv,
     FloorMod,
+    IfThenElseExpr,
     IntImm,
+    Let,
     Max,
     Min,
     Mul,
@@ -66,13 +69,24 @@ from ..ir.expr import (
     Or,
     PrimExpr,
     Select,
+    StringImm,
     Sub,
     Var,
     is_float,
 )
-from ..ir.functor import expr_vars, iter_exprs, substitute
-from ..ir.simplify import add, int_range, mul
-from ..ir.stmt import Block, BufferStore, Evaluate, For, IfThenElse, IRModule, PrimFunc, SeqStmt
+from ..ir.functor import expr_vars, iter_exprs, iter_stmts, substitute
+from ..ir.simplify import add, int_range, mul, simplify
+from ..ir.stmt import (
+    Block,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IRModule,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+)
 from ..ir.stmt import Stmt as _Stmt
 from .dialect import AllocRequest, Dialect, LoopCode
 
@@ -116,31 +130,66 @@ class GeneratedSource:
 class _BufInfo:
     name: str
     ctype: str
-    strides: tuple[int, ...]
-    n_elems: int
-    wide: bool  # flat indices need int64
+    strides: tuple[int | PrimExpr, ...]  # expressions of shape variables when symbolic
+    n_elems: int | PrimExpr
+    wide: bool  # flat indices need int64 (always for a symbolic shape)
 
 
-def buffer_strides(buf: Buffer, use_align: bool = True) -> tuple[tuple[int, ...], int]:
+def buffer_strides(buf: Buffer, use_align: bool = True) -> tuple[tuple, int | PrimExpr]:
     """Row-major element strides of ``buf`` and the element count to allocate.
 
     ``storage_align`` hints ``(axis, factor, offset)`` round the stride of ``axis`` up so
     that ``stride % factor == offset`` (TVM's definition); the outer strides follow.
+    With a symbolic shape the strides outside a symbolic dimension are expressions
+    (``(n, 4, 8)`` has strides ``(32, 8, 1)``; ``(4, n)`` has ``(n, 1)``).
 
     >>> from workbench.ir import Buffer
     >>> buffer_strides(Buffer("S", (4, 30), "float32", align=((0, 32, 1),)))
     ((33, 1), 132)
     """
     align = {axis: (factor, offset) for axis, factor, offset in buf.align} if use_align else {}
-    strides = [0] * buf.ndim
-    stride = 1
+    strides: list = [0] * buf.ndim
+    stride: int | PrimExpr = 1
     for d in range(buf.ndim - 1, -1, -1):
         if d in align and align[d][0] > 0:
+            if isinstance(stride, PrimExpr):
+                raise CodegenError(
+                    f"buffer {buf.name!r}: storage_align on axis {d} needs a static stride, "
+                    f"but it is {stride}"
+                )
             factor, offset = align[d]
             stride += (factor + offset - stride % factor) % factor
         strides[d] = stride
-        stride *= buf.shape[d]
+        dim = buf.shape[d]
+        stride = stride * dim if isinstance(stride, int) and isinstance(dim, int) else (
+            simplify(_as_index(stride) * _as_index(dim))
+        )
     return tuple(strides), stride
+
+
+def _as_index(x: int | PrimExpr) -> PrimExpr:
+    """An int as an int64 constant; a shape expression widened to int64."""
+    if isinstance(x, int):
+        return IntImm(x, "int64")
+    return x if x.dtype == "int64" else Cast("int64", x)
+
+
+def _c_string(value: str) -> str:
+    """A C string literal (printable ASCII kept, everything else escaped in octal)."""
+    out = []
+    for byte in value.encode():
+        ch = chr(byte)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif 32 <= byte < 127 and ch != "?":
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def _term_count(e: PrimExpr) -> int:
@@ -173,9 +222,12 @@ def _float_literal(value: float, dtype: str, suffix: str) -> str:
 class _FunctionPrinter:
     """Prints one function; collects the helpers it needs into ``helpers``."""
 
-    def __init__(self, dialect: Dialect, helpers: set[tuple[str, str]], reserved: set[str]):
+    def __init__(self, dialect: Dialect, helpers: set[tuple[str, str]], reserved: set[str],
+                 externs: dict[str, str] | None = None):
         self.d = dialect
         self.helpers = helpers
+        self.externs = {} if externs is None else externs  # extern C name -> prototype
+        self.views: dict[Buffer, MatchBufferRegion] = {}  # match_buffer views in scope
         self.reserved = reserved
         self.lines: list[str] = []
         self.depth = 1
@@ -209,8 +261,9 @@ class _FunctionPrinter:
                 self.bindings.pop(x, None)
             else:
                 self.bufs.pop(x, None)
+                self.views.pop(x, None)
 
-    def declare(self, var: Var, extent: int) -> str:
+    def declare(self, var: Var, extent: int | PrimExpr | None) -> str:
         base = _identifier(var.name)
         name, k = base, 1
         while name in self.visible or name in self.reserved:
@@ -219,15 +272,15 @@ class _FunctionPrinter:
             raise CodegenError(f"variable {var.name!r} is bound twice on one path")
         self.names[var] = name
         self.visible.add(name)
-        self.bounds[var] = (0, extent - 1)
+        if extent is not None:  # a symbolic extent gives a symbolic (unknown) upper bound
+            self.bounds[var] = (0, extent - 1 if isinstance(extent, int) else None)
         self.scopes[-1].append(var)
         return name
 
     def add_buffer(self, buf: Buffer, use_align: bool) -> _BufInfo:
         strides, n = buffer_strides(buf, use_align)
-        info = _BufInfo(
-            self.buf_names[buf], self.d.type_name(buf.dtype), strides, n, n > _INT32_MAX
-        )
+        wide = not isinstance(n, int) or n > _INT32_MAX
+        info = _BufInfo(self.buf_names[buf], self.d.type_name(buf.dtype), strides, n, wide)
         self.bufs[buf] = info
         self.scopes[-1].append(buf)
         return info
@@ -305,7 +358,45 @@ class _FunctionPrinter:
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
             return self.d.math(e.op, e.dtype, *args), _P_PRIMARY
+        if isinstance(e, IfThenElseExpr):  # C's ?: evaluates only the chosen side
+            c = self._sub(e.condition, _P_PRIMARY)
+            t = self._sub(e.true_value, _P_OR)
+            f = self._sub(e.false_value, _P_TERNARY)
+            return f"{c} ? {t} : {f}", _P_TERNARY
+        if isinstance(e, Let):  # a GNU statement expression: value evaluated once
+            value = self.expr(e.value)
+            self.push()
+            name = self.declare(e.var, None)
+            self._let_bounds(e.var, e.value)
+            body = self.expr(e.body)
+            self.pop()
+            return f"({{ const {self.ctype(e.var.dtype)} {name} = {value}; {body}; }})", 16
+        if isinstance(e, CallExtern):
+            self._extern(e)
+            return f"{e.name}({', '.join(self.expr(a) for a in e.args)})", _P_PRIMARY
+        if isinstance(e, StringImm):
+            return _c_string(e.value), _P_PRIMARY
         raise CodegenError(f"cannot print expression node {type(e).__name__}")
+
+    def _let_bounds(self, var: Var, value: PrimExpr) -> None:
+        if var.dtype.startswith(("int", "uint")):
+            lo, hi = int_range(value, self.bounds)
+            if lo is not None or hi is not None:
+                self.bounds[var] = (lo, hi)
+
+    def _extern(self, e: CallExtern) -> None:
+        """Record the prototype of an extern function (checked for consistency)."""
+        if not re.fullmatch(r"[A-Za-z_]\w*", e.name):
+            raise CodegenError(f"call_extern: {e.name!r} is not a C function name")
+        args = ", ".join(
+            "const char*" if isinstance(a, StringImm) else self.ctype(a.dtype) for a in e.args
+        )
+        proto = f"{self.ctype(e.dtype)} {e.name}({args or 'void'});"
+        seen = self.externs.setdefault(e.name, proto)
+        if seen != proto and e.name not in self.d.known_externs:
+            raise CodegenError(
+                f"call_extern: {e.name!r} is called with two signatures: {seen} and {proto}"
+            )
 
     def _int_literal(self, e: IntImm) -> tuple[str, int]:
         v, dt = e.value, e.dtype
@@ -325,6 +416,9 @@ class _FunctionPrinter:
         return f"(({self.ctype(dt)}){v})", _P_PRIMARY
 
     def _buffer_name(self, buf: Buffer) -> str:
+        view = self.views.get(buf)
+        if view is not None:  # a match_buffer view names its source's array
+            return self._buffer_name(view.source.buffer)
         if buf not in self.bufs:
             raise CodegenError(
                 f"buffer {buf.name!r} is used where it is neither a parameter nor allocated "
@@ -333,6 +427,13 @@ class _FunctionPrinter:
         return self.bufs[buf].name
 
     def _flat(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> str:
+        view = self.views.get(buf)
+        if view is not None:  # a match_buffer view: index its source region
+            if len(indices) != buf.ndim:
+                raise CodegenError(
+                    f"buffer {buf.name!r} has {buf.ndim} dimensions, indexed with {len(indices)}"
+                )
+            return self._flat(view.source.buffer, view.source_indices(indices))
         info = self.bufs[buf]
         if len(indices) != len(info.strides):
             raise CodegenError(
@@ -344,7 +445,10 @@ class _FunctionPrinter:
         for idx, stride in zip(indices, info.strides):
             if info.wide and idx.dtype != "int64":
                 idx = Cast("int64", idx)
-            term = mul(idx, IntImm(stride, idx.dtype)) if stride != 1 else idx
+            if isinstance(stride, PrimExpr):
+                term = mul(idx, _as_index(stride) if info.wide else stride)
+            else:
+                term = mul(idx, IntImm(stride, idx.dtype)) if stride != 1 else idx
             total = term if total is None else add(total, term)
         if total is None:
             return self.expr(IntImm(0, dt))
@@ -389,6 +493,18 @@ class _FunctionPrinter:
         elif isinstance(s, Evaluate):
             if not isinstance(s.value, (IntImm, FloatImm)):
                 self.emit(f"(void)({self.expr(s.value)});")
+        elif isinstance(s, LetStmt):
+            value = self.expr(s.value)
+            self.emit("{")  # a C scope, so a sibling let may reuse the name
+            self.depth += 1
+            self.push()
+            name = self.declare(s.var, None)
+            self._let_bounds(s.var, s.value)
+            self.emit(f"const {self.ctype(s.var.dtype)} {name} = {value};")
+            self.stmt(s.body)
+            self.pop()
+            self.depth -= 1
+            self.emit("}")
         else:
             raise CodegenError(f"cannot print statement node {type(s).__name__}")
 
@@ -402,17 +518,21 @@ class _FunctionPrinter:
             self.comment(f"annotation {key} = {value!r}")
         self.push()
         ctype = self.ctype(s.loop_var.dtype)
+        extent = s.extent if isinstance(s.extent, int) else self.expr(s.extent)
         v = self.declare(s.loop_var, s.extent)
-        header = f"for ({ctype} {v} = 0; {v} < {s.extent}; ++{v}) {{"
+        header = f"for ({ctype} {v} = 0; {v} < {extent}; ++{v}) {{"
         saved = (self.in_parallel, self.in_simd, self.auto_unroll)
         self.auto_unroll = _auto_unroll_max_step(s, self.auto_unroll)
         pragma: str | None = None
         if s.kind == "thread_binding":
-            code = self.d.thread_loop(self.d, v, ctype, s.extent, s.thread_tag or "")
+            if _cross_thread_reduction(s):
+                self.comment(f"cross-thread reduction over {s.thread_tag} (an all-reduce on a "
+                             "GPU; the loop runs serially here)")
+            code = self.d.thread_loop(self.d, v, ctype, extent, s.thread_tag or "")
         else:
             if s.kind in ("parallel", "vectorized"):
                 pragma = self._parallel_pragma(s)
-            elif self.d.pragma_unroll and (
+            elif self.d.pragma_unroll and isinstance(s.extent, int) and (
                 s.kind == "unrolled"
                 or (s.kind == "serial" and self.auto_unroll > 0
                     and 0 < auto_unroll_steps(s) <= self.auto_unroll)
@@ -471,20 +591,20 @@ class _FunctionPrinter:
             name = self.declare(iv.var, iv.extent)
             self.bindings[iv.var] = substitute(val, self.bindings)
             self.emit(f"const {self.ctype(iv.var.dtype)} {name} = {text};")
+        for m in b.match_buffers:
+            self._match_buffer(m)
         checks, frees = [], []
         for buf in b.alloc_buffers:
             info = self.add_buffer(buf, use_align=True)
-            alloc = self.d.allocate(
-                self.d,
-                AllocRequest(
-                    info.name,
-                    info.ctype,
-                    buf.scope,
-                    info.n_elems,
-                    info.n_elems * np.dtype(buf.dtype).itemsize,
-                    root,
-                ),
-            )
+            itemsize = np.dtype(buf.dtype).itemsize
+            if isinstance(info.n_elems, int):
+                req = AllocRequest(
+                    info.name, info.ctype, buf.scope, info.n_elems, info.n_elems * itemsize, root
+                )
+            else:  # a symbolic size: computed when the block runs
+                nbytes = f"(size_t)({self.expr(info.n_elems)}) * {itemsize}"
+                req = AllocRequest(info.name, info.ctype, buf.scope, 0, 0, root, nbytes)
+            alloc = self.d.allocate(self.d, req)
             for line in alloc.decl:
                 self.emit(line)
             if alloc.null_check:
@@ -521,6 +641,26 @@ class _FunctionPrinter:
             self.depth -= 1
             self.emit("}")
 
+    def _match_buffer(self, m: MatchBufferRegion) -> None:
+        """A block's ``T.match_buffer``: accesses of the view go to its source region.
+        The view's shape must be the region's extents (leading extra dims of extent 1)."""
+        src, view = m.source, m.buffer
+        if src.buffer not in self.bufs and src.buffer not in self.views:
+            self._buffer_name(src.buffer)  # raises: the source is not in scope
+        lead = len(src.region) - view.ndim
+        exts = [e for _, e in src.region]
+        ok = all(_is_one(e) for e in exts[:lead])
+        for e, dim in zip(exts[lead:], view.shape, strict=True):
+            ok = ok and _same_size(e, dim)
+        if not ok:
+            shape = ", ".join(str(d) for d in view.shape)
+            raise CodegenError(
+                f"match_buffer {view.name!r}: shape ({shape}) does not match the region of "
+                f"{src.buffer.name!r} it views"
+            )
+        self.views[view] = m
+        self.scopes[-1].append(view)
+
     # -- functions --------------------------------------------------------------------
     def function(self, func: PrimFunc, symbol: str) -> str:
         from ..ir.analysis import collect_buffers
@@ -537,9 +677,18 @@ class _FunctionPrinter:
         for p in func.params:
             self.add_buffer(p, use_align=False)
         params = [(self.bufs[p].ctype, self.bufs[p].name) for p in func.params]
+        scalars = []
+        for v in func.shape_vars:  # symbolic shapes: passed after the arrays, >= 1
+            name = self.declare(v, None)
+            self.bounds[v] = (1, None)
+            scalars.append((self.ctype(v.dtype), name))
         self.block(func.body, root=True)
         body = self.lines
-        head = [self.d.kernel_signature(self.d, symbol, params) + " {"]
+        if scalars:
+            sig = self.d.kernel_signature(self.d, symbol, params, scalars)
+        else:
+            sig = self.d.kernel_signature(self.d, symbol, params)
+        head = [sig + " {"]
         if self.uses_status:
             head.append(INDENT + self.d.status_decl)
         tail = INDENT + (self.d.return_status if self.uses_status else self.d.return_ok)
@@ -557,6 +706,21 @@ def _auto_unroll_max_step(loop: For, inherited: int) -> int:
             return max(value, 0)
     return inherited
 
+
+
+def _cross_thread_reduction(loop: For) -> bool:
+    """A loop bound to threadIdx.x/y/z that feeds a reduce iter var of a block under it
+    (a cross-thread reduction, as ``bind`` allows; see
+    ``workbench.schedule.primitives.for_kind.cross_thread_reductions``)."""
+    if loop.thread_tag not in ("threadIdx.x", "threadIdx.y", "threadIdx.z"):
+        return False
+    for x in iter_stmts(loop.body):
+        if isinstance(x, Block) and any(
+            iv.kind == "R" and loop.loop_var in expr_vars(v)
+            for iv, v in zip(x.iter_vars, x.iter_values, strict=True)
+        ):
+            return True
+    return False
 
 def auto_unroll_steps(s: _Stmt) -> int:
     """Steps the unrolled code of ``s`` would have, or 0 if ``s`` must not be unrolled.
@@ -579,7 +743,7 @@ def auto_unroll_steps(s: _Stmt) -> int:
     (17, 272)
     """
     if isinstance(s, For):
-        if s.kind in ("parallel", "thread_binding"):
+        if s.kind in ("parallel", "thread_binding") or not isinstance(s.extent, int):
             return 0
         inner = auto_unroll_steps(s.body)
         return inner if s.kind == "vectorized" else inner * s.extent
@@ -627,6 +791,17 @@ def _shared_store(loop: For) -> Buffer | None:
     return walk(loop.body)
 
 
+def _is_one(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
+
+
+def _same_size(region_extent: PrimExpr, dim: int | PrimExpr) -> bool:
+    if isinstance(dim, int):
+        return isinstance(region_extent, IntImm) and region_extent.value == dim
+    diff = simplify(region_extent - dim)
+    return isinstance(diff, IntImm) and diff.value == 0
+
+
 def _reserved(dialect: Dialect) -> set[str]:
     words = set(dialect.reserved_words)
     for template in dialect.math_templates.values():
@@ -666,6 +841,7 @@ def generate_source(mod: IRModule | PrimFunc, dialect: Dialect) -> GeneratedSour
         mod = IRModule.from_funcs(mod)
     reserved = _reserved(dialect)
     helpers: set[tuple[str, str]] = set()
+    externs: dict[str, str] = {}
     symbols: dict[str, str] = {}
     bodies = []
     for name, func in mod.functions:
@@ -676,14 +852,24 @@ def generate_source(mod: IRModule | PrimFunc, dialect: Dialect) -> GeneratedSour
         while symbol in symbols.values():
             symbol, k = f"{base}_{k}", k + 1
         symbols[name] = symbol
-        printer = _FunctionPrinter(dialect, helpers, reserved | set(symbols.values()))
+        printer = _FunctionPrinter(dialect, helpers, reserved | set(symbols.values()), externs)
         bodies.append(printer.function(func, symbol))
     names = ", ".join(mod.names)
+    includes = list(dialect.includes)
+    declared = []
+    for name, proto in sorted(externs.items()):
+        header = dialect.extern_includes.get(name)
+        if header is not None:
+            if header not in includes:
+                includes.append(header)
+        elif name not in dialect.known_externs:
+            declared.append(proto)
     parts = [
         f"// Generated by Schedule Workbench for target {dialect.name!r}: {names}",
-        "\n".join(dialect.includes),
+        "\n".join(includes),
         dialect.preamble,
         *_helper_source(dialect, helpers),
+        "\n".join(declared),
         *bodies,
     ]
     return GeneratedSource("\n\n".join(p for p in parts if p) + "\n", symbols)

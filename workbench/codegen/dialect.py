@@ -35,7 +35,9 @@ class AllocRequest:
     """What the printer knows about a buffer it must declare.
 
     ``n_elems`` includes storage_align padding; ``at_root`` is True for allocations of
-    the function's root block (they live for the whole call).
+    the function's root block (they live for the whole call). A buffer with a symbolic
+    shape has ``n_elems == nbytes == 0`` and ``nbytes_expr``, the C expression of its
+    size in bytes (known only when the block runs).
     """
 
     name: str  # C identifier
@@ -44,6 +46,7 @@ class AllocRequest:
     n_elems: int
     nbytes: int
     at_root: bool
+    nbytes_expr: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,10 @@ class Dialect:
         reserved_words: names a variable/buffer/function must not take (suffixed instead).
         helper_templates: static helpers (floordiv, floormod, max, min) by kind.
         kernel_signature, allocate, thread_loop: the hooks (see the module docstring).
+            ``kernel_signature`` gets a fourth argument, the ``(ctype, name)`` scalar
+            parameters (shape variables), only for functions with symbolic shapes.
+        known_externs: ``call_extern`` names the includes declare (no prototype printed).
+        extern_includes: ``call_extern`` name -> the ``#include`` line declaring it.
     """
 
     name: str
@@ -127,6 +134,8 @@ class Dialect:
     stack_limit_bytes: int = 64 * 1024
     alignment: int = 64
     max_unroll: int = 65534
+    known_externs: frozenset[str] = frozenset()
+    extern_includes: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
 
     def type_name(self, dtype: str) -> str:
         """The C type of an IR dtype (KeyError with the dtype named if unsupported)."""
@@ -222,12 +231,27 @@ C_HELPER_TEMPLATES = {
 
 
 
-def _c_signature(d: Dialect, name: str, params: Sequence[tuple[str, str]]) -> str:
-    args = ", ".join(f"{ctype}* {d.restrict} {pname}" for ctype, pname in params)
-    return f"{d.function_qualifier}int32_t {name}({args or 'void'})"
+def _c_signature(
+    d: Dialect,
+    name: str,
+    params: Sequence[tuple[str, str]],
+    scalars: Sequence[tuple[str, str]] = (),
+) -> str:
+    args = [f"{ctype}* {d.restrict} {pname}" for ctype, pname in params]
+    args += [f"{ctype} {pname}" for ctype, pname in scalars]
+    return f"{d.function_qualifier}int32_t {name}({', '.join(args) or 'void'})"
 
 
 def _c_allocate(d: Dialect, req: AllocRequest) -> Allocation:
+    if req.nbytes_expr is not None:  # symbolic size: always on the heap
+        return Allocation(
+            decl=(
+                f"{req.ctype}* {d.restrict} {req.name} = "
+                f"({req.ctype}*)wb_alloc({req.nbytes_expr});  // {req.scope}, symbolic size",
+            ),
+            null_check=f"{req.name} == NULL",
+            free=(f"free({req.name});",),
+        )
     heap = (req.at_root and req.scope == "global") or req.nbytes > d.stack_limit_bytes
     if heap:
         return Allocation(
@@ -246,7 +270,7 @@ def _c_allocate(d: Dialect, req: AllocRequest) -> Allocation:
     )
 
 
-def _c_thread_loop(d: Dialect, var: str, ctype: str, extent: int, tag: str) -> LoopCode:
+def _c_thread_loop(d: Dialect, var: str, ctype: str, extent: int | str, tag: str) -> LoopCode:
     # The C target runs GPU-bound loops one after another, so a GPU schedule can be
     # checked numerically on a CPU.
     return LoopCode(
@@ -256,6 +280,18 @@ def _c_thread_loop(d: Dialect, var: str, ctype: str, extent: int, tag: str) -> L
         )
     )
 
+
+# C functions the includes declare: call_extern of these prints no prototype.
+C_KNOWN_EXTERNS = frozenset(
+    f + sfx
+    for f in (
+        "exp exp2 expm1 log log2 log10 log1p sqrt cbrt pow sin cos tan asin acos atan atan2 "
+        "sinh cosh tanh asinh acosh atanh erf erfc tgamma lgamma floor ceil round trunc rint "
+        "nearbyint fabs fmod fmin fmax fma hypot copysign remainder"
+    ).split()
+    for sfx in ("", "f")
+) | frozenset({"abs", "labs", "llabs"})
+C_EXTERN_INCLUDES = {name: "#include <stdio.h>" for name in ("printf", "puts", "putchar")}
 
 _C_PREAMBLE = """\
 /* Aligned heap memory for intermediate buffers (size rounded up as aligned_alloc asks). */
@@ -294,4 +330,6 @@ C_DIALECT = Dialect(
     kernel_signature=_c_signature,
     allocate=_c_allocate,
     thread_loop=_c_thread_loop,
+    known_externs=C_KNOWN_EXTERNS,
+    extern_includes=_freeze(C_EXTERN_INCLUDES),
 )

@@ -10,7 +10,7 @@ from .analysis import (
     structural_equal,
     structural_hash,
 )
-from .buffer import SCOPES, Buffer, BufferRegion
+from .buffer import SCOPES, Buffer, BufferRegion, MatchBufferRegion
 from .expr import (
     EQ,
     GE,
@@ -23,12 +23,15 @@ from .expr import (
     BinaryOp,
     BufferLoad,
     Call,
+    CallExtern,
     Cast,
     Div,
     FloatImm,
     FloorDiv,
     FloorMod,
+    IfThenElseExpr,
     IntImm,
+    Let,
     Max,
     Min,
     Mul,
@@ -36,11 +39,15 @@ from .expr import (
     Or,
     PrimExpr,
     Select,
+    StringImm,
     Sub,
     Var,
     as_expr,
+    call_extern,
     cast,
     const,
+    if_then_else,
+    let,
 )
 from .functor import Mutator, iter_exprs, iter_stmts, post_order_visit, substitute
 from .printer import expr_to_str, highlight_html
@@ -55,6 +62,7 @@ from .stmt import (
     IfThenElse,
     IRModule,
     IterVar,
+    LetStmt,
     PrimFunc,
     SeqStmt,
     Stmt,

@@ -5,10 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .buffer import Buffer, BufferRegion
-from .expr import BufferLoad, IntImm, PrimExpr, Var, const
+from .expr import BufferLoad, IntImm, PrimExpr, Var, const, extent_expr
 from .functor import iter_exprs, iter_stmts
 from .simplify import _build, _linear, int_range, simplify, struct_key
-from .stmt import Block, BufferStore, For, IfThenElse, IRModule, PrimFunc, SeqStmt, Stmt
+from .stmt import (
+    Block,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IRModule,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+)
 
 # ---------------------------------------------------------------------------
 # access regions
@@ -18,12 +29,26 @@ def _accesses(block: Block):
     """(buffer, indices, is_write, inner_loop_bounds) for every access in the block
     (not descending into nested blocks, whose own regions are used instead)."""
     out = []
+    lets: dict[Var, PrimExpr] = {}  # let-bound variables, substituted into indices
+
+    def loads(e: PrimExpr, bounds) -> None:
+        for x, where in _loads_under(e, bounds, lets):
+            idx = _unlet(x.indices, lets)
+            out.append((x.buffer, idx, False, where, None))
 
     def walk(s: Stmt, bounds: dict[Var, tuple[int, int]]) -> None:
         if isinstance(s, For):
             inner = dict(bounds)
-            inner[s.loop_var] = (0, s.extent - 1)
+            # a symbolic extent gives a symbolic upper bound (``n - 1``)
+            ext = s.extent
+            inner[s.loop_var] = (0, ext - 1 if isinstance(ext, int) else simplify(ext - 1))
             walk(s.body, inner)
+        elif isinstance(s, LetStmt):
+            loads(s.value, bounds)
+            lets[s.var] = _unlet((s.value,), lets)[0]
+            walk(s.body, bounds)
+        elif isinstance(s, Evaluate):
+            loads(s.value, bounds)
         elif isinstance(s, SeqStmt):
             for x in s.stmts:
                 walk(x, bounds)
@@ -38,35 +63,143 @@ def _accesses(block: Block):
                     exts = tuple(e for _, e in r.region)
                     out.append((r.buffer, mins, is_write, bounds, exts))
         elif isinstance(s, BufferStore):
-            for x in _loads_in(s.value):
-                out.append((x.buffer, x.indices, False, bounds, None))
+            loads(s.value, bounds)
             for i in s.indices:
-                for x in _loads_in(i):
-                    out.append((x.buffer, x.indices, False, bounds, None))
-            out.append((s.buffer, s.indices, True, bounds, None))
+                loads(i, bounds)
+            out.append((s.buffer, _unlet(s.indices, lets), True, bounds, None))
         else:
             from .stmt import IfThenElse
 
             if isinstance(s, IfThenElse):
-                for x in _loads_in(s.condition):
-                    out.append((x.buffer, x.indices, False, bounds, None))
-                walk(s.then_case, bounds)
+                # inside a branch, the inner loops range only where its condition holds
+                loads(s.condition, bounds)
+                cond = _unlet((s.condition,), lets)[0]
+                then_bounds = _narrowed(bounds, cond)
+                if then_bounds is not None:
+                    walk(s.then_case, then_bounds)
                 if s.else_case is not None:
-                    walk(s.else_case, bounds)
+                    from .intset import negate
+
+                    else_bounds = _narrowed(bounds, negate(cond))
+                    if else_bounds is not None:
+                        walk(s.else_case, else_bounds)
 
     if block.init is not None:
         walk(block.init, {})
     walk(block.body, {})
+    if block.match_buffers:
+        # an access through a matched view is an access of its whole source region
+        views = {m.buffer: m for m in block.match_buffers}
+        mapped = []
+        for buf, indices, is_write, bounds, exts in out:
+            m = views.get(buf)
+            if m is None:
+                mapped.append((buf, indices, is_write, bounds, exts))
+                continue
+            src = m.source
+            mins = tuple(mn for mn, _ in src.region)
+            mapped.append((src.buffer, mins, is_write, {}, tuple(e for _, e in src.region)))
+        out = mapped
     return out
+
+
+def _unlet(indices, lets: dict) -> tuple:
+    if not lets:
+        return tuple(indices)
+    from .functor import substitute
+
+    return tuple(substitute(i, lets) for i in indices)
 
 
 def _loads_in(e: PrimExpr) -> list[BufferLoad]:
     return [x for x in iter_exprs(e) if isinstance(x, BufferLoad)]
 
 
+def _narrowed(bounds: dict, cond: PrimExpr) -> dict | None:
+    """``bounds`` (inner loops' ranges) where ``cond`` holds (TVM's conditional bounds;
+    :func:`workbench.ir.intset.narrow`); None where it never holds."""
+    if not bounds:
+        return bounds
+    from .expr import as_expr
+    from .intset import EMPTY, narrow
+
+    dom = {v: (as_expr(lo), as_expr(hi)) for v, (lo, hi) in bounds.items()}
+    got = narrow(cond, dom)
+    if got is EMPTY:
+        return None
+    if got is dom:
+        return bounds
+    return {
+        v: tuple(x.value if isinstance(x, IntImm) else x for x in got[v]) for v in bounds
+    }
+
+
+def _loads_under(e: PrimExpr, bounds: dict, lets: dict):
+    """(load, bounds) for each load in ``e``; the sides of a ``T.if_then_else`` see the
+    loops narrowed by its condition (``Select`` evaluates both sides: no narrowing)."""
+    from .intset import LAZY_CONDITIONAL, negate
+
+    if not bounds or not any(
+        LAZY_CONDITIONAL and isinstance(x, LAZY_CONDITIONAL) for x in iter_exprs(e)
+    ):
+        return [(x, bounds) for x in _loads_in(e)]
+    out = []
+
+    def visit(x: PrimExpr, where: dict) -> None:
+        if isinstance(x, BufferLoad):
+            out.append((x, where))
+            for i in x.indices:
+                visit(i, where)
+        elif LAZY_CONDITIONAL and isinstance(x, LAZY_CONDITIONAL):
+            visit(x.condition, where)
+            cond = _unlet((x.condition,), lets)[0]
+            for side, c in ((x.true_value, cond), (x.false_value, negate(cond))):
+                narrowed = _narrowed(where, c)
+                if narrowed is not None:
+                    visit(side, narrowed)
+        else:
+            for child in vars(x).values():
+                if isinstance(child, PrimExpr):
+                    visit(child, where)
+                elif isinstance(child, tuple):
+                    for y in child:
+                        if isinstance(y, PrimExpr):
+                            visit(y, where)
+
+    visit(e, bounds)
+    return out
+
+
 def _relax(index: PrimExpr, bounds: dict[Var, tuple[int, int]], ext: PrimExpr | None):
     """(min, extent) of ``index`` as the variables in ``bounds`` range over their
-    bounds; other variables stay symbolic. Returns None if not affine."""
+    bounds; other variables stay symbolic. Affine indices are boxed directly; others
+    (``(i * 4 + j) // 4``, ``x % 8``, ``min``...) through interval analysis
+    (:mod:`workbench.ir.intset`). Returns None where neither gives a constant width."""
+    r = _relax_linear(index, bounds, ext)
+    if r is not None or not bounds:
+        return r
+    return _relax_interval(index, bounds, ext)
+
+
+def _relax_interval(index: PrimExpr, bounds, ext: PrimExpr | None):
+    from .expr import as_expr
+    from .intset import EMPTY, eval_interval
+
+    base_ext = 1 if ext is None else (ext.value if isinstance(ext, IntImm) else None)
+    if base_ext is None:
+        return None
+    dom = {v: (as_expr(lo), as_expr(hi)) for v, (lo, hi) in bounds.items()}
+    iv = eval_interval(index, dom)
+    if iv is None or iv is EMPTY:
+        return None
+    width = simplify(iv[1] - iv[0])
+    if not isinstance(width, IntImm):
+        return None
+    return iv[0], width.value + base_ext
+
+
+def _relax_linear(index: PrimExpr, bounds: dict[Var, tuple[int, int]], ext: PrimExpr | None):
+    """The affine case of :func:`_relax` (None if ``index`` is not affine in ``bounds``)."""
     base_ext = 1 if ext is None else (ext.value if isinstance(ext, IntImm) else None)
     if base_ext is None:
         return None
@@ -77,13 +210,26 @@ def _relax(index: PrimExpr, bounds: dict[Var, tuple[int, int]], ext: PrimExpr | 
     for t, c in terms:
         if any(isinstance(x, Var) and x in bounds for x in iter_exprs(t)):
             tlo, thi = int_range(t, bounds)
-            if tlo is None or any(isinstance(x, Var) and x not in bounds for x in iter_exprs(t)):
+            if tlo is None or thi is None:
+                if isinstance(t, Var) and not isinstance(bounds[t][1], int):
+                    # a loop over a symbolic extent: [lo, hi] with hi an expression
+                    tlo, thi = bounds[t]
+                    if c < 0:
+                        return None
+                    lo = lo + tlo * c
+                    hi = hi + thi * c
+                    continue
+                return None
+            if any(isinstance(x, Var) and x not in bounds for x in iter_exprs(t)):
                 return None
             a, b = tlo * c, thi * c
             lo += min(a, b)
             hi += max(a, b)
         else:
             sym.append((t, c))
+    if isinstance(lo, PrimExpr) or isinstance(hi, PrimExpr):
+        mn = simplify(_build(sym, cst, index.dtype) + lo)
+        return mn, simplify(hi - lo + base_ext)
     mn = _build(sym, cst + lo, index.dtype)
     return mn, hi - lo + base_ext
 
@@ -103,7 +249,16 @@ def _region_for(buffer: Buffer, accesses) -> BufferRegion:
             r = _relax(indices[d], bounds, exts[d] if exts else None)
             pieces.append(r)
         if any(p is None for p in pieces):
-            dims.append((const(0), const(buffer.shape[d])))
+            dims.append(_whole_dim(buffer, d))
+            continue
+        if any(isinstance(e, PrimExpr) for _, e in pieces):
+            # symbolic extents: one box, or the same box every time, else the whole dim
+            keys = {(struct_key(m), struct_key(extent_expr(e))) for m, e in pieces}
+            if len(keys) == 1:
+                m, e = pieces[0]
+                dims.append((m, _ONE if e == 1 else extent_expr(e)))
+            else:
+                dims.append(_whole_dim(buffer, d))
             continue
         base, ext = pieces[0]
         lo_off, hi_off = 0, ext
@@ -116,11 +271,17 @@ def _region_for(buffer: Buffer, accesses) -> BufferRegion:
             lo_off = min(lo_off, diff.value)
             hi_off = max(hi_off, diff.value + e)
         if not ok:
-            dims.append((const(0), const(buffer.shape[d])))
+            dims.append(_whole_dim(buffer, d))
             continue
         start = base if lo_off == 0 else simplify(base + lo_off)
         dims.append((start, _ONE if hi_off - lo_off == 1 else const(hi_off - lo_off)))
     return BufferRegion(buffer, tuple(dims))
+
+
+def _whole_dim(buffer: Buffer, d: int) -> tuple[PrimExpr, PrimExpr]:
+    if buffer.index_dtype == "int32":
+        return const(0), extent_expr(buffer.shape[d])
+    return IntImm(0, buffer.index_dtype), extent_expr(buffer.shape[d], buffer.index_dtype)
 
 
 def infer_regions(block: Block) -> tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]:
@@ -130,7 +291,7 @@ def infer_regions(block: Block) -> tuple[tuple[BufferRegion, ...], tuple[BufferR
     it writes among its reads.
     """
     acc = _accesses(block)
-    allocated = set(block.alloc_buffers)
+    allocated = set(block.alloc_buffers) | {m.buffer for m in block.match_buffers}
     reads: dict[Buffer, list] = {}
     writes: dict[Buffer, list] = {}
     for buf, indices, is_write, bounds, exts in acc:

@@ -25,6 +25,12 @@ def is_float(dtype: str) -> bool:
     return dtype.startswith("float")
 
 
+class SymbolicValueError(TypeError):
+    """An IR expression was used where Python needs a plain value (``if``, ``int()``,
+    ``range()``): typically a symbolic extent ``n`` reaching code written for static
+    shapes. The Schedule turns it into a ``ScheduleError`` naming the primitive."""
+
+
 class PrimExpr:
     """Base class of scalar expressions; carries a ``dtype``."""
 
@@ -77,6 +83,16 @@ class PrimExpr:
 
         return floormod(self, const_like(other, self))
 
+    def __rfloordiv__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import floordiv
+
+        return floordiv(const_like(other, self), self)
+
+    def __rmod__(self, other: ExprLike) -> PrimExpr:
+        from .simplify import floormod
+
+        return floormod(const_like(other, self), self)
+
     def __neg__(self) -> PrimExpr:
         from .simplify import sub
 
@@ -102,10 +118,17 @@ class PrimExpr:
         return NE(self, const_like(other, self))
 
     def __bool__(self) -> bool:
-        raise TypeError(
+        raise SymbolicValueError(
             "an IR expression has no truth value; use wb.select(cond, a, b) or "
             "compare with .equal() instead of Python's if/and/or"
         )
+
+    def _no_number(self, *_args):
+        raise SymbolicValueError(
+            f"the IR expression {self!r} is not a Python number (a symbolic value?)"
+        )
+
+    __int__ = __index__ = __float__ = _no_number
 
     def __hash__(self) -> int:
         return id(self)
@@ -287,6 +310,58 @@ class BufferLoad(PrimExpr):
         object.__setattr__(self, "dtype", self.buffer.dtype)
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class StringImm(PrimExpr):
+    """A string literal; only meaningful as an argument of :class:`CallExtern`
+    (``T.call_extern("int32", "printf", "%d", x)``)."""
+
+    value: str
+    dtype: str = field(default="handle", init=False)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Let(PrimExpr):
+    """``body`` with ``var`` bound to ``value`` (TVM's ``T.Let(body, where={var: value})``).
+
+    ``value`` is evaluated once; ``var`` is visible only inside ``body``.
+    """
+
+    var: Var
+    value: PrimExpr
+    body: PrimExpr
+    dtype: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", self.body.dtype)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThenElseExpr(PrimExpr):
+    """``T.if_then_else(cond, a, b)``: like :class:`Select`, but only the chosen side
+    is evaluated, so a side may read out of bounds where it is not chosen (padding,
+    concatenation)."""
+
+    condition: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+    dtype: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", self.true_value.dtype)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CallExtern(PrimExpr):
+    """A call of an external C function by name: ``T.call_extern(dtype, name, *args)``
+    (``pure=True``: ``T.call_pure_extern``, no side effects). Usually the value of an
+    :class:`~workbench.ir.stmt.Evaluate` statement."""
+
+    dtype: str
+    name: str
+    args: tuple[PrimExpr, ...]
+    pure: bool = False
+
+
 # constructors ---------------------------------------------------------------
 
 
@@ -409,3 +484,83 @@ cos = _math("cos")
 floor = _math("floor")
 ceil = _math("ceil")
 power = _math("pow")
+
+
+def let(var: Var, value: ExprLike, body: ExprLike) -> PrimExpr:
+    """``body`` with ``var`` bound to ``value``.
+
+    >>> import workbench as wb
+    >>> x = wb.Var("x", "float32")
+    >>> wb.ir.expr.let(x, 2.0, x * x)
+    T.Let(x * x, where={x: T.float32(2)})
+    """
+    return Let(var, as_expr(value, var.dtype), as_expr(body))
+
+
+def if_then_else(condition: ExprLike, true_value: ExprLike, false_value: ExprLike) -> PrimExpr:
+    """``T.if_then_else``: only the chosen side is evaluated.
+
+    >>> import workbench as wb
+    >>> i = wb.Var("i")
+    >>> A = wb.Buffer("A", (8,))
+    >>> wb.ir.expr.if_then_else(i >= 1, A[i - 1], 0.0)
+    T.if_then_else(i >= 1, A[i - 1], T.float32(0))
+    """
+    t = as_expr(true_value)
+    f = as_expr(false_value)
+    if not isinstance(true_value, PrimExpr) and isinstance(false_value, PrimExpr):
+        t = const_like(true_value, f)
+    if not isinstance(false_value, PrimExpr):
+        f = const_like(false_value, t)
+    return IfThenElseExpr(as_expr(condition), t, f)
+
+
+def call_extern(dtype: str, name: str, *args: ExprLike | str, pure: bool = False) -> PrimExpr:
+    """A call of the external C function ``name`` returning ``dtype``.
+
+    >>> import workbench as wb
+    >>> wb.ir.expr.call_extern("int32", "abs", wb.Var("x"))
+    T.call_extern("int32", "abs", x)
+    """
+    conv = tuple(StringImm(a) if isinstance(a, str) else as_expr(a) for a in args)
+    return CallExtern(dtype, name, conv, pure)
+
+
+def is_index_dtype(dtype: str) -> bool:
+    """int32 / int64 (and the other integer types) can index a buffer."""
+    return dtype in INT_DTYPES
+
+
+Extent = int | PrimExpr
+"""A loop/iter-var extent or a buffer dimension: an ``int`` when static, else an
+integer expression of shape variables (``n``, ``n * 4``)."""
+
+
+def normalize_extent(value, what: str = "extent") -> Extent:
+    """Static extents become plain ``int`` (an ``IntImm`` is unwrapped), so code that
+    only handles static shapes keeps seeing ints; symbolic ones stay expressions.
+
+    >>> normalize_extent(IntImm(8, "int64")), normalize_extent(Var("n")).name
+    (8, 'n')
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    if isinstance(value, IntImm):
+        return int(value.value)
+    if isinstance(value, PrimExpr):
+        if value.dtype not in INT_DTYPES:
+            raise TypeError(f"{what} must be an integer expression, got dtype {value.dtype}")
+        return value
+    if isinstance(value, float) and not value.is_integer():
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    return int(value)
+
+
+def is_static(value) -> bool:
+    """Is this extent/shape entry a known integer?"""
+    return isinstance(value, int)
+
+
+def extent_expr(value: Extent, dtype: str = "int32") -> PrimExpr:
+    """An extent as an expression (ints become constants of ``dtype``)."""
+    return value if isinstance(value, PrimExpr) else IntImm(int(value), dtype)

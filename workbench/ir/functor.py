@@ -10,20 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
-from .buffer import Buffer, BufferRegion
+from .buffer import Buffer, BufferRegion, MatchBufferRegion
 from .expr import (
     BinaryOp,
     BufferLoad,
     Call,
+    CallExtern,
     Cast,
     FloatImm,
+    IfThenElseExpr,
     IntImm,
+    Let,
     Not,
     PrimExpr,
     Select,
+    StringImm,
     Var,
 )
-from .stmt import Block, BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt
+from .stmt import Block, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt
 
 
 def _same(a: tuple, b: tuple) -> bool:
@@ -35,7 +39,7 @@ class Mutator:
 
     # expressions -------------------------------------------------------------
     def visit_expr(self, e: PrimExpr) -> PrimExpr:
-        if isinstance(e, (Var, IntImm, FloatImm)):
+        if isinstance(e, (Var, IntImm, FloatImm, StringImm)):
             return e
         if isinstance(e, BufferLoad):
             idx = tuple(self.visit_expr(i) for i in e.indices)
@@ -64,6 +68,20 @@ class Mutator:
         if isinstance(e, Not):
             a = self.visit_expr(e.a)
             return e if a is e.a else Not(a)
+        if isinstance(e, IfThenElseExpr):
+            c = self.visit_expr(e.condition)
+            t = self.visit_expr(e.true_value)
+            f = self.visit_expr(e.false_value)
+            if c is e.condition and t is e.true_value and f is e.false_value:
+                return e
+            return IfThenElseExpr(c, t, f)
+        if isinstance(e, Let):
+            v = self.visit_expr(e.value)
+            body = self.visit_expr(e.body)
+            return e if v is e.value and body is e.body else Let(e.var, v, body)
+        if isinstance(e, CallExtern):
+            args = tuple(self.visit_expr(a) for a in e.args)
+            return e if _same(args, e.args) else CallExtern(e.dtype, e.name, args, e.pure)
         raise TypeError(f"unknown expression node {type(e).__name__}")
 
     def rebuild_binary(self, e: BinaryOp, a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -83,7 +101,10 @@ class Mutator:
             return BufferStore(buf, v, idx)
         if isinstance(s, For):
             body = self.visit_stmt(s.body)
-            return s if body is s.body else replace(s, body=body)
+            ext = self.visit_expr(s.extent) if isinstance(s.extent, PrimExpr) else s.extent
+            if body is s.body and ext is s.extent:
+                return s
+            return replace(s, body=body, extent=ext)
         if isinstance(s, SeqStmt):
             stmts = tuple(self.visit_stmt(x) for x in s.stmts)
             return s if _same(stmts, s.stmts) else SeqStmt(stmts)
@@ -97,8 +118,24 @@ class Mutator:
         if isinstance(s, Block):
             return self.visit_block(s)
         if isinstance(s, Evaluate):
-            return s
+            v = self.visit_expr(s.value)
+            return s if v is s.value else Evaluate(v)
+        if isinstance(s, LetStmt):
+            v = self.visit_expr(s.value)
+            body = self.visit_stmt(s.body)
+            return s if v is s.value and body is s.body else LetStmt(s.var, v, body)
         raise TypeError(f"unknown statement node {type(s).__name__}")
+
+    def visit_match_buffer(self, m: MatchBufferRegion) -> MatchBufferRegion:
+        """The source region's buffer and bounds (the view buffer itself is kept)."""
+        src = m.source
+        buf = self.visit_buffer(src.buffer)
+        region = tuple((self.visit_expr(a), self.visit_expr(b)) for a, b in src.region)
+        if buf is src.buffer and all(
+            x is y for r0, r1 in zip(region, src.region, strict=True) for x, y in zip(r0, r1)
+        ):
+            return m
+        return MatchBufferRegion(m.buffer, BufferRegion(buf, region), m.offset_factor)
 
     def visit_block(self, b: Block) -> Block:
         values = tuple(self.visit_expr(v) for v in b.iter_values)
@@ -106,16 +143,21 @@ class Mutator:
         body = self.visit_stmt(b.body)
         init = self.visit_stmt(b.init) if b.init is not None else None
         allocs = tuple(self.visit_buffer(x) for x in b.alloc_buffers)
+        matches = tuple(self.visit_match_buffer(m) for m in b.match_buffers)
         if (
             _same(values, b.iter_values)
             and pred is b.predicate
             and body is b.body
             and init is b.init
             and _same(allocs, b.alloc_buffers)
+            and _same(matches, b.match_buffers)
         ):
             return b
         regions_stale = (
-            body is not b.body or init is not b.init or not _same(allocs, b.alloc_buffers)
+            body is not b.body
+            or init is not b.init
+            or not _same(allocs, b.alloc_buffers)
+            or not _same(matches, b.match_buffers)
         )
         if regions_stale:
             return replace(
@@ -125,6 +167,7 @@ class Mutator:
                 body=body,
                 init=init,
                 alloc_buffers=allocs,
+                match_buffers=matches,
                 reads=None,
                 writes=None,
             )
@@ -180,6 +223,12 @@ def iter_exprs(e: PrimExpr) -> Iterator[PrimExpr]:
             stack.extend(reversed(x.args))
         elif isinstance(x, Not):
             stack.append(x.a)
+        elif isinstance(x, IfThenElseExpr):
+            stack.extend((x.false_value, x.true_value, x.condition))
+        elif isinstance(x, Let):
+            stack.extend((x.body, x.value))
+        elif isinstance(x, CallExtern):
+            stack.extend(reversed(x.args))
 
 
 def expr_vars(e: PrimExpr) -> set[Var]:
@@ -209,6 +258,8 @@ def iter_stmts(s: Stmt, enter_blocks: bool = True) -> Iterator[Stmt]:
             stack.append(x.body)
             if x.init is not None:
                 stack.append(x.init)
+        elif isinstance(x, LetStmt):
+            stack.append(x.body)
         first = False
 
 
@@ -222,6 +273,14 @@ def stmt_exprs(s: Stmt) -> Iterator[PrimExpr]:
     elif isinstance(s, Block):
         yield from s.iter_values
         yield s.predicate
+        for m in s.match_buffers:
+            for mn, ext in m.source.region:
+                yield mn
+                yield ext
+    elif isinstance(s, (LetStmt, Evaluate)):
+        yield s.value
+    elif isinstance(s, For) and isinstance(s.extent, PrimExpr):
+        yield s.extent
 
 
 def region_of(load: BufferLoad | BufferStore) -> BufferRegion:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .buffer import Buffer, BufferRegion
+from .buffer import Buffer, BufferRegion, MatchBufferRegion
 from .expr import (
     EQ,
     GE,
@@ -25,12 +25,15 @@ from .expr import (
     And,
     BufferLoad,
     Call,
+    CallExtern,
     Cast,
     Div,
     FloatImm,
     FloorDiv,
     FloorMod,
+    IfThenElseExpr,
     IntImm,
+    Let,
     Max,
     Min,
     Mul,
@@ -38,10 +41,22 @@ from .expr import (
     Or,
     PrimExpr,
     Select,
+    StringImm,
     Sub,
     Var,
 )
-from .stmt import Block, BufferStore, Evaluate, For, IfThenElse, IRModule, PrimFunc, SeqStmt, Stmt
+from .stmt import (
+    Block,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IRModule,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+)
 
 SYNTAXES = ("classic", "tirx")
 INDENT = "    "
@@ -88,14 +103,15 @@ def expr_to_str(e: PrimExpr, prec: int = 0) -> str:
     if isinstance(e, FloatImm):
         return f"T.{e.dtype}({_float_str(e.value)})"
     if isinstance(e, BufferLoad):
-        return f"{e.buffer.name}[{', '.join(expr_to_str(i) for i in e.indices)}]"
+        return _subscript(e.buffer.name, [expr_to_str(i) for i in e.indices])
     op = _BIN.get(type(e))
     if op is not None:
         sym, p = op
         if isinstance(e, Div) and e.dtype != "float32" and not e.dtype.startswith("float"):
             return f"T.Div({expr_to_str(e.a)}, {expr_to_str(e.b)})"
-        # left-associative: the right operand needs parentheses at equal precedence
-        a = expr_to_str(e.a, p)
+        # left-associative: the right operand needs parentheses at equal precedence;
+        # comparisons chain in Python (a < b == c), so both their operands do
+        a = expr_to_str(e.a, p + 1 if p == 3 else p)
         b = expr_to_str(e.b, p + 1)
         s = f"{a} {sym} {b}"
         return f"({s})" if p < prec else s
@@ -115,7 +131,36 @@ def expr_to_str(e: PrimExpr, prec: int = 0) -> str:
         return f'T.Cast("{e.dtype}", {expr_to_str(e.value)})'
     if isinstance(e, Call):
         return f"T.{e.op}({', '.join(expr_to_str(a) for a in e.args)})"
+    if isinstance(e, IfThenElseExpr):
+        return (
+            f"T.if_then_else({expr_to_str(e.condition)}, {expr_to_str(e.true_value)}, "
+            f"{expr_to_str(e.false_value)})"
+        )
+    if isinstance(e, Let):
+        return (
+            f"T.Let({expr_to_str(e.body)}, where={{{e.var.name}: {expr_to_str(e.value)}}})"
+        )
+    if isinstance(e, CallExtern):
+        fn = "T.call_pure_extern" if e.pure else "T.call_extern"
+        args = "".join(", " + expr_to_str(a) for a in e.args)
+        return f'{fn}("{e.dtype}", {_str_literal(e.name)}{args})'
+    if isinstance(e, StringImm):
+        return _str_literal(e.value)
     raise TypeError(f"cannot print {type(e).__name__}")
+
+
+def _str_literal(v: str) -> str:
+    """A double-quoted Python string literal."""
+    import json
+
+    return json.dumps(v, ensure_ascii=False)
+
+
+def extent_to_str(value, dtype: str = "int32") -> str:
+    """A loop extent / shape entry: ints print in ``dtype`` (``T.int64(128)``)."""
+    if isinstance(value, PrimExpr):
+        return expr_to_str(value)
+    return str(value) if dtype == "int32" else f"T.{dtype}({value})"
 
 
 def region_to_str(r: BufferRegion) -> str:
@@ -125,14 +170,19 @@ def region_to_str(r: BufferRegion) -> str:
             parts.append(expr_to_str(mn))
         else:
             parts.append(f"{expr_to_str(mn)}:{expr_to_str(mn + ext)}")
-    return f"{r.buffer.name}[{', '.join(parts)}]"
+    return _subscript(r.buffer.name, parts)
+
+
+def _subscript(name: str, parts: list[str]) -> str:
+    """``A[i, j]``; a zero-dimensional buffer is ``A[()]`` (as TVM prints it)."""
+    return f"{name}[{', '.join(parts)}]" if parts else f"{name}[()]"
 
 
 def _value_str(v) -> str:
     if isinstance(v, bool):
         return "T.bool(True)" if v else "T.bool(False)"
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return _str_literal(v)  # escapes quotes, backslashes and newlines alike
     if isinstance(v, PrimExpr):
         return expr_to_str(v)
     if isinstance(v, (list, tuple)):
@@ -144,13 +194,26 @@ def _annotations_str(ann) -> str:
     return "{" + ", ".join(f'"{k}": {_value_str(v)}' for k, v in ann) + "}"
 
 
-def _shape_str(shape: tuple[int, ...]) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+def _shape_str(shape: tuple, dtype: str = "int32") -> str:
+    body = ", ".join(extent_to_str(s, dtype) for s in shape)
+    return "(" + body + ("," if len(shape) == 1 else "") + ")"
+
+
+def _match_buffer_str(m: MatchBufferRegion) -> str:
+    b = m.buffer
+    args = [region_to_str(m.source), _shape_str(b.shape, b.index_dtype)]
+    if b.dtype != "float32":
+        args.append(f'"{b.dtype}"')
+    if b.scope != "global":
+        args.append(f'scope="{b.scope}"')
+    if m.offset_factor:
+        args.append(f"offset_factor={m.offset_factor}")
+    return f"{b.name} = T.match_buffer({', '.join(args)})"
 
 
 def _alloc_str(b: Buffer, syntax: str = "classic") -> str:
     fn = "T.sblock_alloc_buffer" if syntax == "tirx" else "T.alloc_buffer"
-    args = [_shape_str(b.shape)]
+    args = [_shape_str(b.shape, b.index_dtype)]
     if b.dtype != "float32":
         args.append(f'"{b.dtype}"')
     if b.scope != "global":
@@ -166,6 +229,9 @@ class _Printer:
         self.block_kw = "T.sblock" if syntax == "tirx" else "T.block"
         self.marks = dict(marks or {})
         self.lines: list[str] = []
+        # extents of the enclosing loops: T.axis.remap re-reads an iterator's extent
+        # from its loop, so remap is printed only where they agree
+        self.loop_extent: dict[Var, object] = {}
 
     def emit(self, depth: int, text: str, mark_key=None) -> None:
         line = INDENT * depth + text
@@ -176,15 +242,18 @@ class _Printer:
     # -- statements
     def stmt(self, s: Stmt, d: int) -> None:
         if isinstance(s, SeqStmt):
-            for x in s.stmts:
-                self.stmt(x, d)
+            for n, x in enumerate(s.stmts):
+                if isinstance(x, LetStmt):
+                    self.let_stmt(x, d, last=n == len(s.stmts) - 1)
+                else:
+                    self.stmt(x, d)
         elif isinstance(s, For):
             self.loop(s, d)
         elif isinstance(s, Block):
             self.block(s, d)
         elif isinstance(s, BufferStore):
-            idx = ", ".join(expr_to_str(i) for i in s.indices)
-            self.emit(d, f"{s.buffer.name}[{idx}] = {expr_to_str(s.value)}")
+            target = _subscript(s.buffer.name, [expr_to_str(i) for i in s.indices])
+            self.emit(d, f"{target} = {expr_to_str(s.value)}")
         elif isinstance(s, IfThenElse):
             self.emit(d, f"if {expr_to_str(s.condition)}:")
             self.stmt(s.then_case, d + 1)
@@ -192,9 +261,26 @@ class _Printer:
                 self.emit(d, "else:")
                 self.stmt(s.else_case, d + 1)
         elif isinstance(s, Evaluate):
-            self.emit(d, f"T.evaluate({expr_to_str(s.value)})")
+            if isinstance(s.value, (CallExtern, Call, IfThenElseExpr)):
+                self.emit(d, expr_to_str(s.value))  # TVM prints a called value bare
+            else:
+                self.emit(d, f"T.evaluate({expr_to_str(s.value)})")
+        elif isinstance(s, LetStmt):
+            self.let_stmt(s, d, last=True)
         else:
             raise TypeError(f"cannot print {type(s).__name__}")
+
+    def let_stmt(self, s: LetStmt, d: int, last: bool) -> None:
+        """``x: T.float32 = v`` + body at the same depth (tirx: ``x: T.let[T.float32]``);
+        classic prints the scoped ``with T.LetStmt(v) as x:`` when statements follow."""
+        value = expr_to_str(s.value)
+        if self.syntax == "classic" and not last:
+            self.emit(d, f"with T.LetStmt({value}) as {s.var.name}:")
+            self.stmt(s.body, d + 1)
+            return
+        ty = f"T.let[T.{s.var.dtype}]" if self.syntax == "tirx" else f"T.{s.var.dtype}"
+        self.emit(d, f"{s.var.name}: {ty} = {value}")
+        self.stmt(s.body, d)
 
     def _plain(self, s: Stmt) -> bool:
         return (
@@ -210,26 +296,39 @@ class _Printer:
             while self._plain(chain[-1].body):
                 chain.append(chain[-1].body)  # type: ignore[arg-type]
             names = ", ".join(x.loop_var.name for x in chain)
-            exts = ", ".join(str(x.extent) for x in chain)
+            exts = ", ".join(extent_to_str(x.extent, x.loop_var.dtype) for x in chain)
+            for x in chain:
+                self.loop_extent[x.loop_var] = x.extent
             self.emit(d, f"for {names} in T.grid({exts}):")
             self.stmt(chain[-1].body, d + 1)
             return
         ann = f", annotations={_annotations_str(s.annotations)}" if s.annotations else ""
+        ext = extent_to_str(s.extent, s.loop_var.dtype)
         if s.kind == "serial":
-            head = f"T.serial({s.extent}{ann})" if ann else f"range({s.extent})"
+            head = f"T.serial({ext}{ann})" if ann else f"range({ext})"
         elif s.kind == "thread_binding":
-            head = f'T.thread_binding({s.extent}, thread="{s.thread_tag}"{ann})'
+            head = f'T.thread_binding({ext}, thread="{s.thread_tag}"{ann})'
         else:
             fn = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unroll"}
-            head = f"T.{fn[s.kind]}({s.extent}{ann})"
+            head = f"T.{fn[s.kind]}({ext}{ann})"
         self.emit(d, f"for {s.loop_var.name} in {head}:", s.loop_var)
+        self.loop_extent[s.loop_var] = s.extent
         self.stmt(s.body, d + 1)
+
+    def _remappable(self, iv, v: PrimExpr) -> bool:
+        """``T.axis.remap`` says: bound to a loop variable, over that loop's extent."""
+        if not isinstance(v, Var) or v.dtype != iv.var.dtype:
+            return False
+        ext = self.loop_extent.get(v)
+        if isinstance(ext, int) or isinstance(iv.extent, int):
+            return ext == iv.extent
+        return ext is not None and expr_to_str(ext) == expr_to_str(iv.extent)
 
     def block(self, b: Block, d: int) -> None:
         self.emit(d, f'with {self.block_kw}("{b.name}"):', b.name)
         d1 = d + 1
         if b.iter_vars:
-            if all(isinstance(v, Var) for v in b.iter_values):
+            if all(self._remappable(iv, v) for iv, v in zip(b.iter_vars, b.iter_values)):
                 names = ", ".join(iv.var.name for iv in b.iter_vars)
                 kinds = "".join(iv.kind for iv in b.iter_vars)
                 vals = ", ".join(expr_to_str(v) for v in b.iter_values)
@@ -237,7 +336,8 @@ class _Printer:
             else:
                 for iv, v in zip(b.iter_vars, b.iter_values, strict=True):
                     kind = "spatial" if iv.kind == "S" else "reduce"
-                    self.emit(d1, f"{iv.var.name} = T.axis.{kind}({iv.extent}, {expr_to_str(v)})")
+                    ext = extent_to_str(iv.extent, iv.var.dtype)
+                    self.emit(d1, f"{iv.var.name} = T.axis.{kind}({ext}, {expr_to_str(v)})")
         if not (isinstance(b.predicate, IntImm) and b.predicate.value):
             self.emit(d1, f"T.where({expr_to_str(b.predicate)})")
         self.emit(d1, f"T.reads({', '.join(region_to_str(r) for r in b.reads or ())})")
@@ -247,6 +347,8 @@ class _Printer:
             self.emit(d1, f"{attr}({_annotations_str(b.annotations)})")
         for buf in b.alloc_buffers:
             self.emit(d1, _alloc_str(buf, self.syntax))
+        for m in b.match_buffers:
+            self.emit(d1, _match_buffer_str(m))
         if b.init is not None:
             self.emit(d1, "with T.init():")
             self.stmt(b.init, d1 + 1)
@@ -257,7 +359,10 @@ class _Printer:
         deco = "@T.prim_func(s_tir=True)" if self.syntax == "tirx" else "@T.prim_func"
         self.emit(d, deco)
         params = ", ".join(
-            f'{p.name}: T.Buffer({_shape_str(p.shape)}, "{p.dtype}")' for p in f.params
+            f"var_{p.name}: T.handle"
+            if not p.is_static
+            else f'{p.name}: T.Buffer({_shape_str(p.shape, p.index_dtype)}, "{p.dtype}")'
+            for p in f.params
         )
         self.emit(d, f"def {f.name}({params}):")
         attrs = dict(f.attrs)
@@ -270,6 +375,13 @@ class _Printer:
         if self.syntax == "tirx":
             text = text.replace("T.bool(True)", "True").replace("T.bool(False)", "False")
         self.emit(d + 1, f"T.func_attr({text})")
+        for v in f.shape_vars:  # symbolic shapes: declared, then matched (as TVM prints)
+            self.emit(d + 1, f"{v.name} = T.{v.dtype}()")
+        for p in f.params:
+            if not p.is_static:
+                dt = "" if p.dtype == "float32" else f', "{p.dtype}"'
+                shape = _shape_str(p.shape, p.index_dtype)
+                self.emit(d + 1, f"{p.name} = T.match_buffer(var_{p.name}, {shape}{dt})")
         root = f.body
         self.emit(d + 1, f'# with {self.block_kw}("root"):', root.name)
         for buf in root.alloc_buffers:

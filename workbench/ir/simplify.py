@@ -15,6 +15,7 @@ Invariant: every rule is exact for integer arithmetic with floor semantics.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 
 from .expr import (
@@ -29,12 +30,15 @@ from .expr import (
     BinaryOp,
     BufferLoad,
     Call,
+    CallExtern,
     Cast,
     Div,
     FloatImm,
     FloorDiv,
     FloorMod,
+    IfThenElseExpr,
     IntImm,
+    Let,
     Max,
     Min,
     Mul,
@@ -42,6 +46,7 @@ from .expr import (
     Or,
     PrimExpr,
     Select,
+    StringImm,
     Sub,
     Var,
     const,
@@ -81,6 +86,19 @@ def struct_key(e: PrimExpr) -> tuple:
         return ("S", struct_key(e.condition), struct_key(e.true_value), struct_key(e.false_value))
     if isinstance(e, Not):
         return ("N", struct_key(e.a))
+    if isinstance(e, IfThenElseExpr):
+        return (
+            "I",
+            struct_key(e.condition),
+            struct_key(e.true_value),
+            struct_key(e.false_value),
+        )
+    if isinstance(e, Let):
+        return ("Let", id(e.var), struct_key(e.value), struct_key(e.body))
+    if isinstance(e, CallExtern):
+        return ("X", e.dtype, e.name, e.pure, tuple(struct_key(a) for a in e.args))
+    if isinstance(e, StringImm):
+        return ("Str", e.value)
     raise TypeError(f"not an expression: {e!r}")
 
 
@@ -129,7 +147,10 @@ def _build(terms, cst: int, dtype: str) -> PrimExpr:
         mag = abs(c)
         piece = t if mag == 1 else Mul(t, IntImm(mag, dtype))
         if result is None:
-            result = piece if c > 0 else Sub(IntImm(0, dtype), piece)
+            if c < 0 < cst:  # ``9 - i`` rather than ``0 - i + 9``
+                result, cst = Sub(IntImm(cst, dtype), piece), 0
+            else:
+                result = piece if c > 0 else Sub(IntImm(0, dtype), piece)
         else:
             result = Add(result, piece) if c > 0 else Sub(result, piece)
     if result is None:
@@ -196,6 +217,16 @@ def floordiv(a: PrimExpr, b: PrimExpr, bounds: Bounds | None = None) -> PrimExpr
         if isinstance(a, FloorDiv) and isinstance(a.b, IntImm) and a.b.value > 0:
             return floordiv(a.a, IntImm(a.b.value * c, a.dtype), bounds)
         terms, cst = _linear(a)
+        g = math.gcd(c, *(k for _, k in terms)) if terms else 1
+        if g > 1:  # (g*X + g*q + s) // (g*c') == (X + q) // c'  for 0 <= s < g
+            scaled = _build([(t, k // g) for t, k in terms], cst // g, a.dtype)
+            return floordiv(scaled, IntImm(c // g, b.dtype), bounds)
+        if terms and bounds is not None:  # k*x = c*(k//c)*x + (k%c)*x: exact when the
+            rem = _build([(t, k % c) for t, k in terms], cst % c, a.dtype)  # rest fits
+            lo, hi = _range(rem, bounds)  # in one period
+            if lo is not None and hi is not None and lo // c == hi // c:
+                quot = [(t, k // c) for t, k in terms if k // c != 0]
+                return _build(quot, cst // c + lo // c, a.dtype)
         keep = [(t, k // c) for t, k in terms if k % c == 0]
         rest = [(t, k) for t, k in terms if k % c != 0]
         q, r = divmod(cst, c)
@@ -229,6 +260,12 @@ def floormod(a: PrimExpr, b: PrimExpr, bounds: Bounds | None = None) -> PrimExpr
         lo, hi = _range(remainder, bounds)
         if lo is not None and hi is not None and lo // c == hi // c:
             return _canon(Sub(remainder, IntImm((lo // c) * c, a.dtype)))
+        g = math.gcd(c, *(k for _, k in rest))
+        if g > 1:  # (g*X + g*q + s) % (g*c') == g * ((X + q) % c') + s  for 0 <= s < g
+            r = cst % c
+            inner = _build([(t, k // g) for t, k in rest], r // g, a.dtype)
+            return _canon(Add(Mul(floormod(inner, IntImm(c // g, b.dtype), bounds),
+                                  IntImm(g, a.dtype)), IntImm(r % g, a.dtype)))
         return FloorMod(remainder, b)
     return FloorMod(a, b)
 
@@ -267,7 +304,7 @@ def _compare(cls, a: PrimExpr, b: PrimExpr, bounds: Bounds | None) -> PrimExpr:
     if _is_const(a) and _is_const(b):
         return const(bool(_CMP[cls](_cval(a), _cval(b))))
     if _is_int(a) and _is_int(b) and bounds is not None:
-        lo, hi = _range(sub(a, b), bounds)
+        lo, hi = _sym_range(sub(a, b), bounds)
         if lo is not None and hi is not None:
             if all(_CMP[cls](v, 0) for v in {lo, hi}) and (cls is not NE or not lo <= 0 <= hi):
                 if cls is EQ and lo != hi:
@@ -277,11 +314,19 @@ def _compare(cls, a: PrimExpr, b: PrimExpr, bounds: Bounds | None) -> PrimExpr:
                 return const(False)
             if cls in (GT, GE) and not _CMP[cls](hi, 0):
                 return const(False)
+        elif cls in (LT, LE) and hi is not None and _CMP[cls](hi, 0):
+            return const(True)  # one side known (symbolic bounds): i - n <= -1 < 0
+        elif cls in (GT, GE) and lo is not None and _CMP[cls](lo, 0):
+            return const(True)
     return cls(a, b)
 
 
 # ---------------------------------------------------------------------------
 # ranges
+
+
+def _opt(a: int | None, b: int | None, op) -> int | None:
+    return None if a is None or b is None else op(a, b)
 
 
 def _range(e: PrimExpr, bounds: Bounds | None) -> tuple[int | None, int | None]:
@@ -290,28 +335,30 @@ def _range(e: PrimExpr, bounds: Bounds | None) -> tuple[int | None, int | None]:
         return e.value, e.value
     if isinstance(e, Var):
         if bounds is not None and e in bounds:
-            return bounds[e]
+            lo, hi = bounds[e]
+            # a symbolic bound (``n - 1`` of a loop over ``n``) is unknown here
+            return (lo if isinstance(lo, int) else None, hi if isinstance(hi, int) else None)
         return None, None
     if isinstance(e, (Add, Sub)):
+        # each side separately: a loop over a symbolic extent has only a lower bound
         alo, ahi = _range(e.a, bounds)
         blo, bhi = _range(e.b, bounds)
-        if None in (alo, ahi, blo, bhi):
-            return None, None
         if isinstance(e, Add):
-            return alo + blo, ahi + bhi
-        return alo - bhi, ahi - blo
+            return _opt(alo, blo, operator.add), _opt(ahi, bhi, operator.add)
+        return _opt(alo, bhi, operator.sub), _opt(ahi, blo, operator.sub)
     if isinstance(e, Mul):
         alo, ahi = _range(e.a, bounds)
         blo, bhi = _range(e.b, bounds)
         if None in (alo, ahi, blo, bhi):
+            if alo is not None and blo is not None and alo >= 0 and blo >= 0:
+                return alo * blo, _opt(ahi, bhi, operator.mul)
             return None, None
         prods = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
         return min(prods), max(prods)
     if isinstance(e, FloorDiv) and isinstance(e.b, IntImm) and e.b.value > 0:
         lo, hi = _range(e.a, bounds)
-        if lo is None or hi is None:
-            return None, None
-        return lo // e.b.value, hi // e.b.value
+        c = e.b.value
+        return (None if lo is None else lo // c), (None if hi is None else hi // c)
     if isinstance(e, FloorMod) and isinstance(e.b, IntImm) and e.b.value > 0:
         lo, hi = _range(e.a, bounds)
         if lo is not None and hi is not None and lo // e.b.value == hi // e.b.value:
@@ -328,8 +375,39 @@ def _range(e: PrimExpr, bounds: Bounds | None) -> tuple[int | None, int | None]:
 
 
 def int_range(e: PrimExpr, bounds: Bounds | None = None) -> tuple[int | None, int | None]:
-    """Public wrapper of the inclusive range analysis."""
-    return _range(e, bounds)
+    """Public wrapper of the inclusive range analysis (symbolic bounds included: with
+    ``i`` in ``[0, n - 1]``, ``n - 1 - i`` is at least 0)."""
+    return _sym_range(e, bounds)
+
+
+def _sym_range(e: PrimExpr, bounds: Bounds | None) -> tuple[int | None, int | None]:
+    """:func:`_range`, then, for a side still unknown, each variable whose bound is an
+    expression (a loop over a symbolic extent) replaced by the end of its range that
+    minimizes (or maximizes) ``e``; sound for ``e`` affine in those variables."""
+    lo, hi = _range(e, bounds)
+    if (lo is not None and hi is not None) or not bounds or not _is_int(e):
+        return lo, hi
+    sym = {v: b for v, b in bounds.items() if not all(isinstance(x, int) for x in b)}
+    if not sym:
+        return lo, hi
+    terms, cst = _linear(e)
+    if any(not isinstance(t, Var) and any(x in sym for x in _vars_of(t)) for t, _ in terms):
+        return lo, hi
+    for want_lo in (True, False):
+        if (lo if want_lo else hi) is not None:
+            continue
+        acc: PrimExpr = IntImm(cst, e.dtype)
+        for t, c in terms:
+            if isinstance(t, Var) and t in sym:
+                t = sym[t][0] if (c > 0) == want_lo else sym[t][1]
+                if t is None:
+                    break
+                t = t if isinstance(t, PrimExpr) else IntImm(t, e.dtype)
+            acc = add(acc, mul(t, IntImm(c, e.dtype)))
+        else:
+            got = _range(acc, bounds)
+            lo, hi = (got[0], hi) if want_lo else (lo, got[1])
+    return lo, hi
 
 
 def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
@@ -408,4 +486,84 @@ def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
         if all(x is y for x, y in zip(idx, e.indices, strict=True)):
             return e
         return BufferLoad(e.buffer, idx)
+    if isinstance(e, IfThenElseExpr):
+        c = simplify(e.condition, bounds)
+        t = simplify(e.true_value, bounds)
+        f = simplify(e.false_value, bounds)
+        if isinstance(c, IntImm):
+            return t if c.value else f
+        if c is e.condition and t is e.true_value and f is e.false_value:
+            return e
+        return IfThenElseExpr(c, t, f)
+    if isinstance(e, Let):
+        v = simplify(e.value, bounds)
+        body = simplify(e.body, bounds)
+        return e if v is e.value and body is e.body else Let(e.var, v, body)
+    if isinstance(e, CallExtern):
+        args = tuple(simplify(x, bounds) for x in e.args)
+        if all(x is y for x, y in zip(args, e.args, strict=True)):
+            return e
+        return CallExtern(e.dtype, e.name, args, e.pure)
     return e
+
+
+# ---------------------------------------------------------------------------
+# symbolic bounds (shape variables such as ``n``)
+
+
+def symbolic_max(e: PrimExpr, extents: Mapping[Var, PrimExpr | int]) -> PrimExpr | None:
+    """The largest value of ``e`` as each variable of ``extents`` runs over
+    ``[0, extent)``, when ``e`` is affine with non-negative coefficients in them (so the
+    maximum is at every variable's end); None otherwise. Extents may be symbolic.
+
+    >>> i0, n = Var("i_0"), Var("n")
+    >>> symbolic_max(i0 * 8 + 7, {i0: (n + 7) // 8})
+    (n + 7) // 8 * 8 - 1
+    """
+    terms, cst = _linear(e)
+    out: PrimExpr = IntImm(cst, e.dtype)
+    for t, c in terms:
+        used = [x for x in _vars_of(t) if x in extents]
+        if not used:
+            out = add(out, mul(t, IntImm(c, e.dtype)))
+            continue
+        if not isinstance(t, Var) or c < 0:
+            return None
+        ext = extents[t]
+        last = IntImm(ext - 1, e.dtype) if isinstance(ext, int) else sub(ext, IntImm(1, e.dtype))
+        out = add(out, mul(last, IntImm(c, e.dtype)))
+    return out
+
+
+def prove_nonneg(e: PrimExpr, bounds: Bounds | None = None) -> bool:
+    """Can ``e >= 0`` be shown, with shape variables' lower bounds in ``bounds`` and
+    ``c * (x // c) >= x - (c - 1)`` for each floor division term (so
+    ``(n + 7) // 8 * 8 - n >= 0``)?
+
+    >>> n = Var("n")
+    >>> prove_nonneg((n + 7) // 8 * 8 - n, {n: (1, None)})
+    True
+    >>> prove_nonneg(n - 2, {n: (1, None)})
+    False
+    """
+    if not _is_int(e):
+        return False
+    terms, cst = _linear(simplify(e, bounds))
+    low: list[tuple[PrimExpr, int]] = []
+    for t, k in terms:
+        if isinstance(t, FloorDiv) and isinstance(t.b, IntImm) and t.b.value > 0 and k > 0:
+            c = t.b.value
+            if k % c == 0:  # k * (x // c) >= (k / c) * (x - c + 1)
+                sub_terms, sub_cst = _linear(t.a)
+                low.extend((x, y * (k // c)) for x, y in sub_terms)
+                cst += (k // c) * (sub_cst - c + 1)
+                continue
+        low.append((t, k))
+    lo, _ = _range(_build(_merge(low, []), cst, e.dtype), bounds)
+    return lo is not None and lo >= 0
+
+
+def _vars_of(e: PrimExpr) -> list[Var]:
+    from .functor import iter_exprs
+
+    return [x for x in iter_exprs(e) if isinstance(x, Var)]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .buffer import Buffer, BufferRegion
-from .expr import IntImm, PrimExpr, Var, const
+from .buffer import Buffer, BufferRegion, MatchBufferRegion
+from .expr import Extent, IntImm, PrimExpr, Var, const, normalize_extent
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 THREAD_TAGS = (
@@ -72,16 +72,24 @@ class BufferStore(Stmt):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class For(Stmt):
-    """``for loop_var in range(extent)`` with a kind (serial, parallel, ...)."""
+    """``for loop_var in range(extent)`` with a kind (serial, parallel, ...).
+
+    ``extent`` is an ``int`` or, for a symbolic loop, an integer expression of
+    shape variables (``n``, ``(n + 3) // 4``); the loop variable's dtype is the
+    index type (``int64`` loops print ``range(T.int64(128))``).
+    """
 
     loop_var: Var
-    extent: int
+    extent: Extent
     kind: str
     body: Stmt
     thread_tag: str | None = None
     annotations: Annotations = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "extent", normalize_extent(self.extent, f"loop {self.loop_var.name!r} extent")
+        )
         if self.kind not in FOR_KINDS:
             raise ValueError(f"unknown loop kind {self.kind!r}")
         if (self.kind == "thread_binding") != (self.thread_tag is not None):
@@ -90,6 +98,19 @@ class For(Stmt):
     def with_body(self, body: Stmt) -> For:
         """The same loop around another body."""
         return For(self.loop_var, self.extent, self.kind, body, self.thread_tag, self.annotations)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LetStmt(Stmt):
+    """``var`` bound to ``value`` (evaluated once) for the statements in ``body``.
+
+    Printed as ``var: T.float32 = value`` followed by the body at the same
+    indentation (classic; tirx: ``var: T.let[T.float32] = value``).
+    """
+
+    var: Var
+    value: PrimExpr
+    body: Stmt
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -106,7 +127,8 @@ class IfThenElse(Stmt):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Evaluate(Stmt):
-    """A no-op placeholder statement (``T.evaluate(0)``)."""
+    """An expression evaluated for its effect: ``T.evaluate(0)`` (a no-op placeholder)
+    or a call such as ``T.call_extern("int32", "printf", ...)``."""
 
     value: PrimExpr = field(default_factory=lambda: IntImm(0))
 
@@ -117,10 +139,13 @@ class IterVar:
     reduction."""
 
     var: Var
-    extent: int
+    extent: Extent
     kind: str = "S"
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "extent", normalize_extent(self.extent, f"iter var {self.var.name!r} extent")
+        )
         if self.kind not in ("S", "R"):
             raise ValueError(f"iter var kind must be 'S' or 'R', got {self.kind!r}")
 
@@ -131,7 +156,9 @@ class Block(Stmt):
 
     ``iter_values`` bind each iter var to an expression of the surrounding loop
     variables; ``predicate`` guards execution (``T.where``). ``reads`` and
-    ``writes`` are derived from the body when left as ``None``.
+    ``writes`` are derived from the body when left as ``None``. ``match_buffers``
+    are views of regions of outer buffers (``T.match_buffer`` in a block); accesses
+    through them count as accesses of their source regions.
     """
 
     name: str
@@ -144,6 +171,7 @@ class Block(Stmt):
     annotations: Annotations = ()
     reads: tuple[BufferRegion, ...] | None = None
     writes: tuple[BufferRegion, ...] | None = None
+    match_buffers: tuple[MatchBufferRegion, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.iter_vars) != len(self.iter_values):
@@ -162,6 +190,14 @@ class Block(Stmt):
 
     @property
     def is_reduction(self) -> bool:
+        """Whether the block has a reduce (``"R"``) iter var.
+
+        An ``init`` alone does not make one: a block with an init and only spatial iter
+        vars runs its init before every instance (as TVM lowers it), and TVM's
+        primitives treat it as a reduction *block* only where they ask for an init
+        (``decompose_reduction`` accepts it). A block with a reduce iter var and no init
+        (``decompose_reduction``'s update block) is a reduction but no reduction block.
+        """
         return any(iv.kind == "R" for iv in self.iter_vars)
 
     def with_body(self, body: Stmt, init: Stmt | None = ..., **changes) -> Block:
@@ -188,6 +224,43 @@ class PrimFunc(_Printable):
 
     def with_body(self, body: Block) -> PrimFunc:
         return replace(self, body=body)
+
+    @property
+    def shape_vars(self) -> list[Var]:
+        """The shape variables: free variables of the parameters' shapes, in order of
+        first appearance. Their values come from the arrays at call time.
+
+        >>> import workbench as wb
+        >>> n = wb.Var("n")
+        >>> A, B = wb.Buffer("A", (n, 4)), wb.Buffer("B", (n, 4))
+        >>> body = Block("root", (), (), Evaluate())
+        >>> [v.name for v in PrimFunc("f", (A, B), body).shape_vars]
+        ['n']
+        """
+        from .functor import iter_exprs
+
+        out: list[Var] = []
+        for p in self.params:
+            for dim in p.shape:
+                if isinstance(dim, PrimExpr):
+                    for x in iter_exprs(dim):
+                        if isinstance(x, Var) and not any(x is y for y in out):
+                            out.append(x)
+        return out
+
+    def specialize(self, values) -> PrimFunc:
+        """This function with shape variables replaced by constants (TVM's
+        ``PrimFunc.specialize``); ``values`` maps a ``Var`` or its name to an int.
+
+        >>> import workbench as wb
+        >>> n = wb.Var("n")
+        >>> f = PrimFunc("f", (wb.Buffer("A", (n, 4)),), Block("root", (), (), Evaluate()))
+        >>> f.specialize({"n": 8}).params[0].shape
+        (8, 4)
+        """
+        from .transform.specialize import specialize
+
+        return specialize(self, values)
 
     @property
     def buffers(self) -> dict[str, Buffer]:

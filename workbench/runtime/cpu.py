@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen.c import as_ir_module, generate_c_source
+from ..ir.expr import Var
 from ..ir.functor import iter_stmts
 from ..ir.stmt import BufferStore, IRModule, PrimFunc
 from ..ir.transform import lower
@@ -41,9 +42,16 @@ class KernelArgumentError(TypeError, ValueError):
 @dataclass(frozen=True)
 class _Param:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple  # ints, or expressions of shape variables (symbolic)
     dtype: np.dtype
     written: bool
+
+
+_SCALAR_CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64}
+
+
+def _shape_text(shape: tuple) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def written_params(func: PrimFunc) -> list[bool]:
@@ -65,9 +73,16 @@ class KernelFunction:
     Every call checks the arrays against the parameters (count, ``np.ndarray``, exact
     shape and dtype, C-contiguous, outputs writeable, outputs not overlapping another
     argument) and raises :class:`KernelArgumentError` naming the parameter otherwise.
+
+    A function with symbolic shapes (``A`` of shape ``(n, 128)``) reads each shape
+    variable from the first array whose dimension is that bare variable, checks that
+    every other array agrees (``kernel(a, b)`` with ``a`` of shape ``(37, 128)`` needs
+    ``b`` of shape ``(37, 128)`` too) and passes the values to the C function after the
+    arrays. Its ``flops`` is None (it depends on the shapes); :meth:`prepare` counts
+    them for the arrays it gets.
     """
 
-    def __init__(self, func: PrimFunc, cfunc: Callable[..., int], flops: int) -> None:
+    def __init__(self, func: PrimFunc, cfunc: Callable[..., int], flops: int | None) -> None:
         self.name = func.name
         self.func = func
         self.flops = flops
@@ -78,6 +93,18 @@ class KernelFunction:
         )
         self._written_idx = tuple(i for i, w in enumerate(written) if w)
         self._cfunc = cfunc
+        self._shape_vars = tuple(func.shape_vars)
+        self._binders: dict = {}  # shape var -> (param index, dim) that gives its value
+        for i, p in enumerate(func.params):
+            for d, dim in enumerate(p.shape):
+                if isinstance(dim, Var) and dim not in self._binders:
+                    self._binders[dim] = (i, d)
+        unbound = [v.name for v in self._shape_vars if v not in self._binders]
+        if unbound:
+            raise ValueError(
+                f"kernel {self.name!r}: shape variables {unbound} are no dimension of a "
+                "parameter on their own, so their values cannot be read from the arrays"
+            )
 
     @property
     def param_names(self) -> list[str]:
@@ -96,11 +123,14 @@ class KernelFunction:
             raise KernelArgumentError(
                 f"kernel {self.name!r} takes {len(params)} arrays ({names}), got {len(arrays)}"
             )
+        values = self._shape_values(arrays) if self._shape_vars else {}
         ptrs = []
         for i, (arr, p) in enumerate(zip(arrays, params)):
             if not isinstance(arr, np.ndarray):
                 raise self._fail(i, f"must be a numpy.ndarray, got {type(arr).__name__}")
-            if arr.shape != p.shape:
+            if values:
+                self._check_shape(i, arr, values)
+            elif arr.shape != p.shape:
                 raise self._fail(i, f"must have shape {p.shape}, got {arr.shape}")
             if arr.dtype != p.dtype:
                 raise self._fail(i, f"must have dtype {p.dtype}, got {arr.dtype}")
@@ -119,7 +149,47 @@ class KernelFunction:
                     raise self._fail(
                         i, f"is written by the kernel and overlaps argument {j} in memory"
                     )
-        return ptrs
+        return ptrs + [values[v] for v in self._shape_vars]
+
+    def _shape_values(self, arrays: tuple) -> dict:
+        """Each shape variable's value, from the array that binds it."""
+        values = {}
+        for v in self._shape_vars:
+            i, d = self._binders[v]
+            arr = arrays[i]
+            if not isinstance(arr, np.ndarray):
+                raise self._fail(i, f"must be a numpy.ndarray, got {type(arr).__name__}")
+            if arr.ndim != len(self._params[i].shape):
+                shape = _shape_text(self._params[i].shape)
+                raise self._fail(i, f"must have shape {shape}, got {arr.shape}")
+            values[v] = int(arr.shape[d])
+            if values[v] < 1:
+                raise self._fail(i, f"gives shape variable {v.name!r} the value {values[v]}")
+            if v.dtype == "int32" and values[v] > 2**31 - 1:
+                raise self._fail(i, f"gives int32 shape variable {v.name!r} {values[v]}")
+        return values
+
+    def _check_shape(self, i: int, arr: np.ndarray, values: dict) -> None:
+        from ..ir.expr import IntImm
+        from ..ir.functor import substitute
+        from ..ir.simplify import simplify
+
+        p = self._params[i]
+        consts = {v: IntImm(n, v.dtype) for v, n in values.items()}
+        want = []
+        for dim in p.shape:
+            if isinstance(dim, int):
+                want.append(dim)
+            else:
+                got = simplify(substitute(dim, consts))
+                want.append(got.value if isinstance(got, IntImm) else None)
+        if arr.shape != tuple(want):
+            bound = ", ".join(f"{v.name} = {n}" for v, n in values.items())
+            raise self._fail(
+                i,
+                f"must have shape {_shape_text(p.shape)} = {tuple(want)} (with {bound}), "
+                f"got {arr.shape}",
+            )
 
     def __call__(self, *arrays: np.ndarray) -> None:
         """Run the function on ``arrays`` (one per parameter, in order)."""
@@ -147,7 +217,11 @@ class KernelFunction:
 
         run = functools.partial(self._cfunc, *self._check(arrays))
         run.arrays = arrays  # type: ignore[attr-defined]  # the pointers stay valid
-        run.flops = self.flops  # type: ignore[attr-defined]
+        flops = self.flops
+        if flops is None and self._shape_vars:  # symbolic: count at these shapes
+            values = self._shape_values(arrays)
+            flops = flop_count(self.func, shapes={v.name: n for v, n in values.items()})
+        run.flops = flops  # type: ignore[attr-defined]
         return run
 
     def __repr__(self) -> str:
@@ -185,9 +259,11 @@ class Kernel:
         self._functions: dict[str, KernelFunction] = {}
         for name, func in mod.functions:
             cfunc = getattr(lib, symbols[name])
-            cfunc.argtypes = [ctypes.c_void_p] * len(func.params)
+            scalars = [_SCALAR_CTYPES.get(v.dtype, ctypes.c_int64) for v in func.shape_vars]
+            cfunc.argtypes = [ctypes.c_void_p] * len(func.params) + scalars
             cfunc.restype = ctypes.c_int32
-            self._functions[name] = KernelFunction(func, cfunc, flop_count(func))
+            flops = None if func.shape_vars else flop_count(func)
+            self._functions[name] = KernelFunction(func, cfunc, flops)
         default = self._default_name()
         self.flops: int | None = self._functions[default].flops if default else None
 

@@ -54,7 +54,18 @@ from ..ir.expr import (
     is_float,
 )
 from ..ir.functor import expr_vars, iter_exprs, substitute
-from ..ir.stmt import Block, BufferStore, For, IfThenElse, IRModule, PrimFunc, SeqStmt, Stmt
+from ..ir.stmt import (
+    Block,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IRModule,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+)
 
 __all__ = ["flop_count", "expr_flops"]
 
@@ -135,6 +146,14 @@ def _walk(s: Stmt, loops: list[tuple[Var, int]], conds: list[PrimExpr],
         return n * _executions(loops, conds) if n else 0
     if isinstance(s, For):
         return _walk(s.body, loops + [(s.loop_var, s.extent)], conds, mapping)
+    if isinstance(s, (LetStmt, Evaluate)):  # the value once per execution
+        n = expr_flops(s.value)
+        count = n * _executions(loops, conds) if n else 0
+        if isinstance(s, Evaluate):
+            return count
+        inner = dict(mapping)
+        inner[s.var] = substitute(s.value, mapping)
+        return count + _walk(s.body, loops, conds, inner)
     if isinstance(s, SeqStmt):
         return sum(_walk(x, loops, conds, mapping) for x in s.stmts)
     if isinstance(s, IfThenElse):
@@ -153,9 +172,13 @@ def _walk(s: Stmt, loops: list[tuple[Var, int]], conds: list[PrimExpr],
     return 0
 
 
-def flop_count(func_or_mod: PrimFunc | IRModule, func_name: str | None = None) -> int:
+def flop_count(func_or_mod: PrimFunc | IRModule, func_name: str | None = None,
+               shapes: dict[str, int] | None = None) -> int:
     """Floating-point operations of one call of a function (or of a module's function:
     ``func_name``, else its only function, else ``"main"``).
+
+    A function with symbolic shapes is counted at ``shapes`` (shape variable name ->
+    value); without them it raises ``ValueError``.
 
     >>> import workbench as wb
     >>> A = wb.placeholder((10, 20), "float32", name="A")
@@ -176,4 +199,12 @@ def flop_count(func_or_mod: PrimFunc | IRModule, func_name: str | None = None) -
         func_or_mod = func_or_mod[func_name]
     if not isinstance(func_or_mod, PrimFunc):
         raise TypeError(f"expected a PrimFunc or IRModule, got {type(func_or_mod).__name__}")
-    return _walk(func_or_mod.body, [], [], {})
+    func = func_or_mod
+    if func.shape_vars:
+        missing = sorted(v.name for v in func.shape_vars if v.name not in (shapes or {}))
+        if missing:
+            raise ValueError(
+                f"flop_count: {func.name!r} has symbolic shapes; pass shapes= with {missing}"
+            )
+        func = func.specialize({v.name: shapes[v.name] for v in func.shape_vars})
+    return _walk(func.body, [], [], {})

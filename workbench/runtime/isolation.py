@@ -147,6 +147,12 @@ def kernel_signature(
         names = kernel.function_names
         function = names[0] if len(names) == 1 else "main"
     func = kernel[function]
+    if func.func.shape_vars:
+        names = [v.name for v in func.func.shape_vars]
+        raise ValueError(
+            f"kernel {func.name!r} has symbolic shapes {names}: isolated measurement needs "
+            "static shapes; measure it in this process, or build func.specialize({...})"
+        )
     # Kernel keeps the CDLL, and each KernelFunction its ctypes function and parameters.
     return KernelSignature(
         so_path=str(kernel._lib._name),

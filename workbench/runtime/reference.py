@@ -12,11 +12,15 @@ Large nests are cut into chunks of at most :data:`CHUNK_ELEMENTS` points.
 
 What it evaluates: *unscheduled* functions, i.e. at the root a sequence of
 perfect loop nests (any loop kind), each holding one block whose body is a single
-store, whose bindings are any expressions of its loops (``j_0 * 4 + j_1`` ...),
-with an optional predicate. Anything else (a block nested in another block, a
-loop whose body holds several statements, an ``if`` at the root) raises
-:class:`NotImplementedError`; callers then fall back to the C backend. A block
-that reads the buffer it writes is refused too, except as the reduction below.
+store (possibly under ``LetStmt`` bindings, which are substituted), whose bindings
+are any expressions of its loops (``j_0 * 4 + j_1`` ...), with an optional
+predicate. Accesses through a block's ``T.match_buffer`` views are rewritten to
+their source buffers. A function with symbolic shapes is specialized to the
+shapes of the arrays it gets (:func:`workbench.ir.transform.specialize`).
+Anything else (a block nested in another block, a loop whose body holds several
+statements, an ``if`` at the root) raises :class:`NotImplementedError`; callers
+then fall back to the C backend. A block that reads the buffer it writes is
+refused too, except as the reduction below.
 
 How reductions accumulate. A block with reduce iter vars must have the body
 ``X[idx] = combine(X[idx], src)`` with ``combine`` one of ``+``, ``max``, ``min``
@@ -32,8 +36,10 @@ and comparisons against the C backend need float32 tolerances (rtol ~1e-4).
 
 Elementwise arithmetic keeps the IR dtype (float32 stays float32); index
 arithmetic runs in int64. Loads are bounds-checked, except in the branches a
-``Select``/``&&``/``||`` does not take, where indices are clipped instead (so the
-classic padding ``select(in_bounds, data[h - 1], 0)`` works). Integer ``/``
+``Select``/``T.if_then_else``/``&&``/``||`` does not take, where indices are clipped
+instead (so the classic padding ``select(in_bounds, data[h - 1], 0)`` works).
+``T.call_extern`` is not evaluated (``NotImplementedError``: ``wb.verify`` then
+builds the reference with C). Integer ``/``
 truncates as in C; ``//`` and ``%`` are floor division and floor modulo.
 
 Example:
@@ -56,7 +62,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -72,7 +78,9 @@ from ..ir.expr import (
     Cast,
     Div,
     FloatImm,
+    IfThenElseExpr,
     IntImm,
+    Let,
     Not,
     Or,
     PrimExpr,
@@ -80,9 +88,19 @@ from ..ir.expr import (
     Var,
     is_float,
 )
-from ..ir.functor import expr_vars, iter_exprs, iter_stmts
+from ..ir.functor import Mutator, expr_vars, iter_exprs, iter_stmts, substitute
 from ..ir.simplify import struct_key
-from ..ir.stmt import Block, BufferStore, Evaluate, For, IRModule, PrimFunc, SeqStmt, Stmt
+from ..ir.stmt import (
+    Block,
+    BufferStore,
+    Evaluate,
+    For,
+    IRModule,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+)
 
 __all__ = ["CHUNK_ELEMENTS", "evaluate", "input_params", "output_params", "random_args"]
 
@@ -129,6 +147,7 @@ def evaluate(func_or_mod: PrimFunc | IRModule, *arrays: np.ndarray, func_name: s
         True
     """
     func = _resolve(func_or_mod, func_name)
+    func = _specialize_to(func, arrays)
     _check_args(func, arrays)
     plans = _plan(func)  # refuses unsupported functions before anything is written
     store = _Arrays(func, arrays)
@@ -162,9 +181,12 @@ def input_params(func_or_mod: PrimFunc | IRModule, func_name: str | None = None)
     return [i for i in range(len(func.params)) if i not in outs]
 
 
-def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str | None = None
-                ) -> list[np.ndarray]:
+def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str | None = None,
+                shapes: dict[str, int] | None = None) -> list[np.ndarray]:
     """One array per parameter: random inputs, zero outputs (deterministic in ``seed``).
+
+    A function with symbolic shapes needs ``shapes``, the value of each shape
+    variable by name (``{"n": 37}``).
 
     Float inputs are standard normal (values O(1)); inputs read inside the
     argument of ``sqrt``, ``rsqrt`` or ``log`` (a variance, say) are drawn from
@@ -177,6 +199,13 @@ def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str 
     ((4, 4), 'float32', 0.0)
     """
     func = _resolve(func_or_mod, func_name)
+    if func.shape_vars:
+        missing = sorted(v.name for v in func.shape_vars if v.name not in (shapes or {}))
+        if missing:
+            raise ValueError(
+                f"{func.name!r} has symbolic shapes: pass shapes= with a value for {missing}"
+            )
+        func = func.specialize({v.name: shapes[v.name] for v in func.shape_vars})
     rng = np.random.default_rng(seed)
     outs = set(output_params(func))
     positive = _positive_inputs(func)
@@ -234,6 +263,20 @@ def _resolve(func_or_mod: Any, func_name: str | None) -> PrimFunc:
             )
         return func_or_mod.functions[0][1]
     raise TypeError(f"expected a PrimFunc or IRModule, got {type(func_or_mod).__name__}")
+
+
+def _specialize_to(func: PrimFunc, arrays: Sequence[Any]) -> PrimFunc:
+    """A function with symbolic shapes, specialized to the shapes of ``arrays``."""
+    if not func.shape_vars:
+        return func
+    from ..ir.transform.specialize import shape_values
+
+    shapes = {
+        p.name: a.shape
+        for p, a in zip(func.params, arrays)
+        if isinstance(a, np.ndarray) and a.ndim == p.ndim
+    }
+    return func.specialize(shape_values(func, shapes))
 
 
 def _check_args(func: PrimFunc, arrays: Sequence[Any]) -> None:
@@ -332,8 +375,43 @@ def _plan(func: PrimFunc) -> list[_Plan]:
     return plans
 
 
+class _Views(Mutator):
+    """Accesses through ``T.match_buffer`` views, rewritten to their source buffers."""
+
+    def __init__(self, views):
+        self.views = {m.buffer: m for m in views}
+
+    def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        e = super().visit_expr(e)
+        m = self.views.get(e.buffer) if isinstance(e, BufferLoad) else None
+        return e if m is None else BufferLoad(m.source.buffer, m.source_indices(e.indices))
+
+    def visit_stmt(self, s: Stmt) -> Stmt:
+        s = super().visit_stmt(s)
+        m = self.views.get(s.buffer) if isinstance(s, BufferStore) else None
+        if m is None:
+            return s
+        return BufferStore(m.source.buffer, s.value, m.source_indices(s.indices))
+
+
+def _unlet(s: Stmt | None) -> Stmt | None:
+    """A chain of ``LetStmt`` around a store, as the store with the values substituted."""
+    lets: dict[Var, PrimExpr] = {}
+    while isinstance(s, LetStmt):
+        lets[s.var] = substitute(s.value, lets)
+        s = s.body
+    return substitute(s, lets) if lets and s is not None else s
+
+
 def _plan_block(block: Block, loops: tuple[For, ...], known: set[str]) -> _Plan:
     name = f'block "{block.name}"'
+    if block.match_buffers:
+        views = _Views(block.match_buffers)
+        body = views.visit_stmt(block.body)
+        init = views.visit_stmt(block.init) if block.init is not None else None
+        block = replace(block, body=body, init=init, match_buffers=())
+    if isinstance(block.body, LetStmt) or isinstance(block.init, LetStmt):
+        block = replace(block, body=_unlet(block.body), init=_unlet(block.init))
     for s in iter_stmts(block.body):
         if isinstance(s, Block) and s is not block.body:
             raise _unsupported(f'block "{s.name}" is nested inside {name}')
@@ -408,6 +486,7 @@ def _reads(e: PrimExpr, buffer: Buffer) -> bool:
 
 
 def _check_expr(e: PrimExpr, where: str, bound: set[Var], known: set[str]) -> None:
+    bound = bound | {x.var for x in iter_exprs(e) if isinstance(x, Let)}
     for x in iter_exprs(e):
         if isinstance(x, Var) and x not in bound:
             raise ValueError(f"{where}: variable `{x.name}` is not bound")
@@ -415,7 +494,10 @@ def _check_expr(e: PrimExpr, where: str, bound: set[Var], known: set[str]) -> No
             raise ValueError(f"{where}: buffer `{x.buffer.name}` is no parameter or allocation")
         if isinstance(x, Call) and x.op not in MATH_FUNCS:
             raise _unsupported(f"{where}: unknown intrinsic {x.op!r}")
-        known_node = (Var, IntImm, FloatImm, BufferLoad, BinaryOp, Select, Cast, Call, Not)
+        known_node = (
+            Var, IntImm, FloatImm, BufferLoad, BinaryOp, Select, Cast, Call, Not,
+            IfThenElseExpr, Let,
+        )  # fmt: skip
         if not isinstance(x, known_node):
             raise _unsupported(f"{where}: expression node {type(x).__name__}")
 
@@ -562,7 +644,11 @@ class _Evaluator:
             else:
                 out = _BINARY[type(e)](a, b)
             return self.cast(out, e.dtype) if is_float(e.dtype) else out
-        if isinstance(e, Select):
+        if isinstance(e, Let):
+            inner = dict(env)
+            inner[e.var] = self.expr(e.value, env, mask)
+            return self.expr(e.body, inner, mask)
+        if isinstance(e, (Select, IfThenElseExpr)):
             c = self.expr(e.condition, env, mask)
             t = self.expr(e.true_value, env, _mask_and(mask, c))
             f = self.expr(e.false_value, env, _mask_and(mask, np.logical_not(c)))

@@ -22,6 +22,12 @@ The ``sqrt(K) * scale`` term absorbs rounding of long float sums (the reference 
 in float64, C kernels in the buffer's type); genuine mistakes (a wrong index, a missing
 ``init``) are far larger. NaNs compare equal to NaNs.
 
+Symbolic shapes: each shape variable takes the value ``shapes[name]`` (default
+:data:`DEFAULT_SHAPE_VALUE`, which divides no usual tile size, so tails and predicates
+run). The reference is specialized to those sizes; the scheduled function is built
+with its shapes symbolic and called on the arrays (so the C kernel reads the sizes
+from them, as it would for any caller).
+
 >>> import workbench as wb
 >>> A = wb.placeholder((64, 64), "float32", name="A")
 >>> B = wb.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
@@ -44,6 +50,9 @@ from .cpu import build, written_params
 __all__ = ["BufferCheck", "VerificationError", "VerifyResult", "default_tolerance", "verify"]
 
 _FLOAT_TOL = {"float16": (1e-2, 1e-3), "float32": (1e-4, 1e-5), "float64": (1e-10, 1e-12)}
+
+#: The size a shape variable gets in :func:`verify` unless ``shapes`` says otherwise.
+DEFAULT_SHAPE_VALUE = 37
 
 
 class VerificationError(AssertionError):
@@ -93,6 +102,7 @@ class VerifyResult:
     seed: int
     buffers: tuple[BufferCheck, ...]
     reference_backend: str  # "numpy" or "c"
+    shapes: tuple[tuple[str, int], ...] = ()  # the shape variables' values, if any
 
     @property
     def ok(self) -> bool:
@@ -111,8 +121,9 @@ class VerifyResult:
 
     def __repr__(self) -> str:
         checks = "; ".join(repr(b) for b in self.buffers) or "no outputs"
+        shapes = "".join(f", {n}={v}" for n, v in self.shapes)
         return (
-            f"VerifyResult(ok, func={self.func_name!r}, seed={self.seed}, "
+            f"VerifyResult(ok, func={self.func_name!r}, seed={self.seed}{shapes}, "
             f"reference={self.reference_backend}, {checks})"
         )
 
@@ -195,13 +206,15 @@ def _compare(name: str, dtype: str, got: np.ndarray, expected: np.ndarray, rtol:
 
 def verify(scheduled: PrimFunc | IRModule, reference: PrimFunc | IRModule, *,
            rtol: float | None = None, atol: float | None = None, seed: int = 0,
-           func_name: str | None = None) -> VerifyResult:
+           func_name: str | None = None, shapes: dict[str, int] | None = None
+           ) -> VerifyResult:
     """Run ``scheduled`` (built with C) and ``reference`` on the same random inputs and
     compare every written parameter; raise :class:`VerificationError` on a mismatch.
 
     Both may be PrimFuncs, IRModules or Schedules; ``func_name`` picks the function of
     a module (default: its only function, else ``"main"``). ``rtol``/``atol`` override
-    the dtype defaults (module docstring) for every buffer.
+    the dtype defaults (module docstring) for every buffer. ``shapes`` gives values to
+    shape variables by name (``{"n": 100}``) for functions with symbolic shapes.
 
     >>> import workbench as wb
     >>> from workbench.ir import Block, BufferStore, For, IterVar, PrimFunc, Var
@@ -222,6 +235,11 @@ def verify(scheduled: PrimFunc | IRModule, reference: PrimFunc | IRModule, *,
 
     sched = _pick(scheduled, func_name, "scheduled")
     ref = _pick(reference, func_name or sched.name, "reference")
+    values = _shape_values(sched, ref, shapes)
+    built_sched = sched
+    if values:
+        sched = sched.specialize({v.name: values[v.name] for v in sched.shape_vars})
+        ref = ref.specialize({v.name: values[v.name] for v in ref.shape_vars})
     sp, rp = sched.params, ref.params
     if len(sp) != len(rp):
         raise ValueError(
@@ -244,7 +262,7 @@ def verify(scheduled: PrimFunc | IRModule, reference: PrimFunc | IRModule, *,
         expected = [a.copy() for a in args]
         build(ref)[ref.name](*expected)
     got = [a.copy() for a in args]
-    build(sched)[sched.name](*got)
+    build(built_sched)[sched.name](*got)
 
     written = [x or y for x, y in zip(written_params(sched), written_params(ref))]
     k = _reduction_length(sched, ref)
@@ -256,4 +274,17 @@ def verify(scheduled: PrimFunc | IRModule, reference: PrimFunc | IRModule, *,
         r = r if rtol is None else rtol
         a = a if atol is None else atol
         checks.append(_compare(p.name, p.dtype, got[i], expected[i], r, a, sched.name))
-    return VerifyResult(sched.name, seed, tuple(checks), backend)
+    return VerifyResult(sched.name, seed, tuple(checks), backend, tuple(sorted(values.items())))
+
+
+def _shape_values(sched: PrimFunc, ref: PrimFunc, shapes: dict[str, int] | None
+                  ) -> dict[str, int]:
+    """The value of every shape variable (by name) of either function."""
+    names = {v.name for v in sched.shape_vars} | {v.name for v in ref.shape_vars}
+    unknown = sorted(set(shapes or {}) - names)
+    if unknown:
+        raise ValueError(
+            f"verify: shapes names {unknown}, which are no shape variables of "
+            f"{sched.name!r} (it has {sorted(names) or 'none'})"
+        )
+    return {n: int((shapes or {}).get(n, DEFAULT_SHAPE_VALUE)) for n in sorted(names)}

@@ -22,10 +22,15 @@ touched):
 
 2. **How big.** Every access index is written in the loop variables (block iter vars
    replaced by their bindings); the loops below the allocation point are relaxed to
-   their ranges, the loops above it stay symbolic. Per dimension the union of the
-   boxes ``[min, min + extent)`` must have the same symbolic base (up to a constant);
-   the new shape is the union's extents (an extent that reaches the dimension's size
-   keeps the full dimension) and every index ``x`` becomes ``x - min``.
+   their ranges, the loops above it stay symbolic (their ranges only simplify). A loop
+   ranges only where the conditions around the access hold: the predicates of the
+   blocks it is in, ``if`` branches and the sides of ``T.if_then_else`` (a ``Select``
+   evaluates both sides, so both count), TVM's ``ConditionalBoundsContext``. Each index
+   gets an interval (:mod:`workbench.ir.intset`: sums, ``//``, ``%``, ``min``/``max``);
+   per dimension the union of the intervals, its start clipped at 0 and its extent at
+   the dimension's size (TVM's ``collect_inbound``), gives the new shape, and every
+   index ``x`` becomes ``x - start``. An extent that still depends on the outer loops
+   is replaced by its largest value.
 
 3. **Representation.** An allocation point that is a block gets the buffer in its
    ``alloc_buffers``. One that is a loop gets its body wrapped in a new block without
@@ -34,8 +39,9 @@ touched):
    a block's buffers at the block's position, so a small tile becomes a stack array
    inside the loop.
 
-A buffer with an access that is not affine in the relaxed loops, or whose boxes do not
-share a base, stays exactly as it was (full size, same place). Storage-align hints
+A buffer with an access that has no interval (a data-dependent index), or whose region
+is the whole buffer anyway, stays exactly as it was (full size, same place; TVM would
+still move an unshrunk buffer to the LCA, which is the same memory). Storage-align hints
 (``Buffer.align``) are kept on the compacted buffer and apply to its new shape. Blocks
 whose bodies change have their ``reads``/``writes`` derived again.
 
@@ -67,16 +73,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..analysis import _relax
 from ..buffer import Buffer, shares_storage
 from ..expr import BufferLoad, IntImm, PrimExpr, Var, const
-from ..functor import Mutator, iter_exprs, iter_stmts, substitute
-from ..simplify import simplify
+from ..functor import Mutator, iter_exprs, iter_stmts, stmt_exprs, substitute
+from ..intset import (
+    EMPTY,
+    LAZY_CONDITIONAL,
+    eval_interval,
+    interval_union,
+    narrow,
+    negate,
+    smax,
+)
+from ..simplify import int_range, simplify
 from ..stmt import Block, BufferStore, Evaluate, For, IfThenElse, PrimFunc, SeqStmt, Stmt
 
 __all__ = ["compact_buffer_allocation"]
 
 Pos = tuple[int, ...]  # child steps from the function's root block to a node
+
+
+
+def _children(e: PrimExpr) -> list[PrimExpr]:
+    """Direct sub-expressions of ``e`` (the first level of ``iter_exprs``)."""
+    return [x for x in vars(e).values() if isinstance(x, PrimExpr)] + [
+        y for x in vars(e).values() if isinstance(x, tuple) for y in x if isinstance(y, PrimExpr)
+    ]
 
 
 @dataclass(frozen=True)
@@ -91,6 +113,7 @@ class _Scope:
 class _Access:
     indices: tuple[PrimExpr, ...] | None  # in loop variables only; None: LCA constraint only
     scopes: tuple[_Scope, ...]  # enclosing scopes, root block first
+    conds: tuple[PrimExpr, ...] = ()  # conditions that hold where it happens (in loop vars)
 
 
 @dataclass
@@ -114,41 +137,58 @@ class _Collector:
     def run(self, root: Block) -> None:
         self.block(root, (), (), {})
 
-    # expressions are evaluated in the innermost enclosing scope
-    def loads(self, e: PrimExpr, scopes: tuple[_Scope, ...], env: dict[Var, PrimExpr]) -> None:
-        for x in iter_exprs(e):
-            if isinstance(x, BufferLoad):
-                self.add(x.buffer, x.indices, scopes, env)
+    # expressions are evaluated in the innermost enclosing scope, under the conditions
+    # (block predicates, if-branches, if_then_else/Select sides) that hold there
+    def loads(self, e: PrimExpr, scopes, env, conds: tuple = ()) -> None:
+        if isinstance(e, BufferLoad):
+            for i in e.indices:
+                self.loads(i, scopes, env, conds)
+            self.add(e.buffer, e.indices, scopes, env, conds)
+        elif LAZY_CONDITIONAL and isinstance(e, LAZY_CONDITIONAL):
+            c = substitute(e.condition, env)
+            self.loads(e.condition, scopes, env, conds)
+            self.loads(e.true_value, scopes, env, conds + (c,))
+            self.loads(e.false_value, scopes, env, conds + (negate(c),))
+        else:
+            for x in _children(e):
+                self.loads(x, scopes, env, conds)
 
-    def add(self, buf: Buffer, indices, scopes, env) -> None:
+    def add(self, buf: Buffer, indices, scopes, env, conds: tuple = ()) -> None:
         subst = tuple(substitute(i, env) for i in indices)
-        self.accesses.setdefault(buf, []).append(_Access(subst, scopes))
+        self.accesses.setdefault(buf, []).append(_Access(subst, scopes, conds))
 
-    def stmt(self, s: Stmt, pos: Pos, scopes: tuple[_Scope, ...], env) -> None:
+    def stmt(self, s: Stmt, pos: Pos, scopes: tuple[_Scope, ...], env, conds: tuple = ()) -> None:
         if isinstance(s, For):
-            self.stmt(s.body, pos + (0,), scopes + (_Scope(pos, s),), env)
+            self.stmt(s.body, pos + (0,), scopes + (_Scope(pos, s),), env, conds)
         elif isinstance(s, SeqStmt):
             for k, x in enumerate(s.stmts):
-                self.stmt(x, pos + (k,), scopes, env)
+                self.stmt(x, pos + (k,), scopes, env, conds)
         elif isinstance(s, Block):
             for v in s.iter_values:
-                self.loads(v, scopes, env)
-            self.loads(s.predicate, scopes, env)
-            self.block(s, pos, scopes, env)
+                self.loads(v, scopes, env, conds)
+            self.loads(s.predicate, scopes, env, conds)
+            self.block(s, pos, scopes, env, conds)
         elif isinstance(s, BufferStore):
-            self.loads(s.value, scopes, env)
+            self.loads(s.value, scopes, env, conds)
             for i in s.indices:
-                self.loads(i, scopes, env)
-            self.add(s.buffer, s.indices, scopes, env)
+                self.loads(i, scopes, env, conds)
+            self.add(s.buffer, s.indices, scopes, env, conds)
         elif isinstance(s, IfThenElse):
-            self.loads(s.condition, scopes, env)
-            self.stmt(s.then_case, pos + (0,), scopes, env)
+            self.loads(s.condition, scopes, env, conds)
+            c = substitute(s.condition, env)
+            self.stmt(s.then_case, pos + (0,), scopes, env, conds + (c,))
             if s.else_case is not None:
-                self.stmt(s.else_case, pos + (1,), scopes, env)
+                self.stmt(s.else_case, pos + (1,), scopes, env, conds + (negate(c),))
         elif isinstance(s, Evaluate):
-            self.loads(s.value, scopes, env)
+            self.loads(s.value, scopes, env, conds)
+        else:  # statements this pass does not know: their buffers stay as they are
+            for x in iter_stmts(s):
+                for e in stmt_exprs(x):
+                    for ld in iter_exprs(e):
+                        if isinstance(ld, BufferLoad):
+                            self.accesses.setdefault(ld.buffer, []).append(_Access(None, ()))
 
-    def block(self, b: Block, pos: Pos, outer: tuple[_Scope, ...], env) -> None:
+    def block(self, b: Block, pos: Pos, outer: tuple[_Scope, ...], env, conds=()) -> None:
         scope = _Scope(pos, b)
         scopes = outer + (scope,)
         inner = dict(env)
@@ -158,9 +198,11 @@ class _Collector:
             self.sites[buf] = scope
             self.order.append(buf)
         self._reduction_constraint(b, outer, inner)
+        if not (isinstance(b.predicate, IntImm) and b.predicate.value):
+            conds = conds + (substitute(b.predicate, env),)
         if b.init is not None:
-            self.stmt(b.init, pos + (1,), scopes, inner)
-        self.stmt(b.body, pos + (0,), scopes, inner)
+            self.stmt(b.init, pos + (1,), scopes, inner, conds)
+        self.stmt(b.body, pos + (0,), scopes, inner, conds)
 
     def _reduction_constraint(self, b: Block, outer: tuple[_Scope, ...], inner) -> None:
         """A reduction accumulates into what it writes across the iterations of the loops
@@ -210,56 +252,70 @@ def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
     depth = next((k for k, sc in enumerate(chain) if sc.pos == site.pos), None)
     if depth is None:  # a reduction needs the buffer above its block: leave it there
         return None
-    # threads that share this memory: allocate above their loops
-    for k in range(depth + 1, len(chain)):
-        node = chain[k].node
-        if isinstance(node, For) and node.kind == "thread_binding":
-            if shares_storage(buf.scope, node.thread_tag or ""):
-                chain = chain[:k]
-                break
-    where = chain[-1]
+    # threads that share this memory: allocate above their loops. The region is still the
+    # one used inside the LCA, those thread loops relaxed (TVM allocates at the LCA and
+    # relaxes them, NeedRelaxThread), the other loops down to the LCA fixed: no value
+    # lives from one of their iterations to the next.
+    shared = [
+        sc for sc in chain[depth + 1:]
+        if isinstance(sc.node, For) and sc.node.kind == "thread_binding"
+        and shares_storage(buf.scope, sc.node.thread_tag or "")
+    ]
+    where = chain[chain.index(shared[0]) - 1] if shared else chain[-1]
     n = len(chain)
-    boxes: list[list[tuple[PrimExpr, int]]] = [[] for _ in buf.shape]
+    threads = {sc.node.loop_var: (const(0), const(sc.node.extent - 1)) for sc in shared}
+    outer = {
+        sc.node.loop_var: (0, sc.node.extent - 1)
+        for sc in chain
+        if isinstance(sc.node, For) and sc.node.loop_var not in threads
+    }
+    box: list = [EMPTY for _ in buf.shape]
     for a in accesses:
         if a.indices is None:
             continue
-        bounds = {
-            sc.node.loop_var: (0, sc.node.extent - 1)
+        if any(isinstance(sc.node, For) and not isinstance(sc.node.extent, int)
+               for sc in a.scopes[n:]):
+            return None  # relaxing a loop of symbolic extent: keep the buffer as it is
+        inner = dict(threads)
+        inner.update({
+            sc.node.loop_var: (const(0), const(sc.node.extent - 1))
             for sc in a.scopes[n:]
             if isinstance(sc.node, For)
-        }
+        })
+        bounds = dict(outer)
+        bounds.update({v: (0, hi.value) for v, (_, hi) in inner.items()})
+        dom = inner
+        for c in a.conds:
+            dom = narrow(c, dom, outer)
+            if dom is EMPTY:
+                break
+        if dom is EMPTY:  # never happens
+            continue
         for d, index in enumerate(a.indices):
-            box = _relax(index, bounds, None)
-            if box is None or _has_load(box[0]):
+            iv = eval_interval(index, dom, outer)
+            if iv is None or any(_has_load(x) for x in iv):
                 return None
-            boxes[d].append(box)
+            box[d] = interval_union(box[d], iv, outer)
     mins, shape = [], []
-    for d, pieces in enumerate(boxes):
-        if not pieces:
+    for d, iv in enumerate(box):
+        if iv is None:
             return None
-        base, ext = pieces[0]
-        lo, hi = 0, ext
-        for mn, e in pieces[1:]:
-            diff = simplify(mn - base)
-            if not isinstance(diff, IntImm):
-                return None
-            lo, hi = min(lo, diff.value), max(hi, diff.value + e)
-        start = simplify(base + lo)
-        if isinstance(start, IntImm):  # a constant box: clip it to the buffer
-            first, last = max(start.value, 0), min(start.value + hi - lo, buf.shape[d])
-            start, hi, lo = const(first), last - first, 0
-        if hi - lo >= buf.shape[d] or hi - lo <= 0:
+        if iv is EMPTY:  # only accessed where it never happens: keep the dimension
+            mins.append(const(0))
+            shape.append(buf.shape[d])
+            continue
+        # TVM's collect_inbound: the start is clipped at 0, the extent at the dimension
+        lo = smax(iv[0], const(0), outer)
+        ext_e = simplify(iv[1] - iv[0] + 1, outer)
+        ext = ext_e.value if isinstance(ext_e, IntImm) else int_range(ext_e, outer)[1]
+        full = isinstance(buf.shape[d], int) and ext is not None and ext >= buf.shape[d]
+        if ext is None or full or ext <= 0:
             mins.append(const(0))
             shape.append(buf.shape[d])
         else:
-            mins.append(start)
-            shape.append(hi - lo)
-    unchanged = (
-        where.pos == site.pos
-        and tuple(shape) == buf.shape
-        and all(isinstance(m, IntImm) and m.value == 0 for m in mins)
-    )
-    if unchanged:
+            mins.append(simplify(lo, outer))
+            shape.append(ext)
+    if tuple(shape) == buf.shape:  # nothing to shrink: the buffer stays where it is
         return None
     new = buf if tuple(shape) == buf.shape else buf.with_(shape=tuple(shape))
     return _Plan(buf, new, where, tuple(mins))
@@ -392,10 +448,17 @@ def compact_buffer_allocation(func: PrimFunc) -> PrimFunc:
     """
     collector = _Collector()
     collector.run(func.body)
+    # a buffer viewed through a block's match_buffer keeps its place and shape
+    viewed = {
+        m.source.buffer
+        for s in iter_stmts(func.body)
+        if isinstance(s, Block)
+        for m in s.match_buffers
+    }
     plans: dict[Buffer, _Plan] = {}
     for buf in collector.order:
         accesses = collector.accesses.get(buf)
-        if not accesses:
+        if not accesses or buf in viewed:
             continue
         plan = _plan(buf, collector.sites[buf], accesses)
         if plan is not None:
