@@ -6,8 +6,10 @@ Each primitive is timed on a fresh copy of a prepared schedule, so only the prim
 itself is measured. When ``apache-tvm`` is importable, the same
 steps are timed with TVM's C++ schedule in the same run and the ratio is printed;
 otherwise the reference column holds the figures TVM gave on this kind of machine.
+Last, reading TVMScript: ``wb.from_script`` against TVM's ``tvm.script.from_source``
+on the same text (``--parse`` runs only that section).
 
-    python bench/interactive.py
+    python bench/interactive.py [--parse]
 """
 
 from __future__ import annotations
@@ -197,7 +199,75 @@ def print_widget_table(mm, conv) -> None:
             print(f"| {case} | {step} | {ms:.1f} | {'yes' if ms < 50 else 'NO'} |")
 
 
+PARSE_RUNS = 200
+PARSE_RUNS_TVM = 30
+
+
+def cpu_model() -> str:
+    """The processor's name (``/proc/cpuinfo`` on Linux)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def parse_times() -> dict[str, tuple[float, float | None]]:
+    """Milliseconds to read the 128^3 matmul / mm_relu modules' tirx text: ours
+    (``wb.from_script``, median of PARSE_RUNS) and, when apache-tvm imports, TVM's
+    ``tvm.script.from_source`` on the same text in the same run."""
+    try:
+        import tvm
+    except ImportError:
+        tvm = None
+    rows: dict[str, tuple[float, float | None]] = {}
+    for name in ("matmul", "mm_relu"):
+        func = workloads.get(name, M=128, N=128, K=128)
+        text = wb.IRModule.from_funcs(func).script(syntax="tirx")
+        if not wb.structural_equal(wb.from_script(text), wb.IRModule.from_funcs(func)):
+            raise RuntimeError(f"{name}: the text does not read back to the module")
+        samples = []
+        for _ in range(PARSE_RUNS):
+            t0 = time.perf_counter()
+            wb.from_script(text)
+            samples.append((time.perf_counter() - t0) * 1e3)
+        theirs = None
+        if tvm is not None:
+            tvm.script.from_source(text)  # warm up TVM's parser
+            tsamples = []
+            for _ in range(PARSE_RUNS_TVM):
+                t0 = time.perf_counter()
+                tvm.script.from_source(text)
+                tsamples.append((time.perf_counter() - t0) * 1e3)
+            theirs = statistics.median(tsamples)
+        rows[name] = (statistics.median(samples), theirs)
+    return rows
+
+
+def print_parse_table() -> None:
+    rows = parse_times()
+    print()
+    print(f"Reading TVMScript (tirx text of the 128^3 module), median, milliseconds; CPU: "
+          f"{cpu_model()}. Goal: at least 10x faster than TVM.")
+    print()
+    print("| module | wb.from_script | tvm.script.from_source | TVM / ours |")
+    print("|---|---:|---:|---:|")
+    for name, (ours, theirs) in rows.items():
+        if theirs is None:
+            print(f"| {name} | {ours:.3f} | (apache-tvm not installed) | - |")
+        else:
+            print(f"| {name} | {ours:.3f} | {theirs:.3f} | {theirs / ours:.1f}x |")
+
+
 def main() -> None:
+    if "--parse" in sys.argv[1:]:  # only the TVMScript reading section
+        print_parse_table()
+        return
     mm = workloads.mm_relu(128, 128, 128)
     conv = workloads.conv2d_nchw(1, 64, 56, 56, 64)
     ours = {
@@ -242,6 +312,7 @@ def main() -> None:
             tail = f"{ref:.2f} | {a / ref:.2f}x" if ref else "- | -"
             print(f"| {step} | {a:.3f} | {c} | {tail} |")
     print_widget_table(mm, conv)
+    print_parse_table()
 
 
 if __name__ == "__main__":

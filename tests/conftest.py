@@ -11,6 +11,10 @@ import shutil
 
 import pytest
 
+# TVMScript texts used as test data (read by tests/test_script_seeds.py, never imported;
+# `--doctest-modules` would otherwise import them as modules).
+collect_ignore_glob = ["script_seeds/*"]
+
 # Headless plotting everywhere, including the notebook kernels started by nbval
 # (they inherit this environment).
 os.environ.setdefault("MPLBACKEND", "Agg")

@@ -7,7 +7,7 @@
 >>> j0, j1 = sch.split(j, factors=[None, 4])
 """
 
-from . import ir, schedule, workloads
+from . import ir, schedule, script, workloads
 from .ir import Buffer, IRModule, PrimFunc, Var, structural_equal, structural_hash
 from .ir.expr import (
     cast,
@@ -41,9 +41,14 @@ from .schedule import (
     LoopRV,
     Schedule,
     ScheduleError,
+    ScheduleFile,
+    ScheduleFileError,
     Trace,
     TraceError,
+    load_schedule,
+    read_schedule_file,
 )
+from .script import from_script, ir_module, prim_func
 from .search import Database, TuneResult, default_space, rules
 from .search.tune import tune
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004

@@ -609,3 +609,88 @@ def stochastic_schedule_mm(sch: Schedule, decision: list[int] | None = None) -> 
 
 
 __all__ += ["stochastic_schedule_mm"]
+
+
+def ir_identical(a: Any, b: Any) -> str | None:
+    """Where two IR trees differ, or None when they are the same up to renaming of
+    object identity: every field of every node is compared (dtypes, extents, buffer
+    scopes/alignment/index dtypes, derived regions), variables and buffers must
+    correspond one to one (the root block's regions, which nothing reads and the
+    primitives do not keep up to date, are skipped). Stricter than
+    ``structural_equal``, which compares printed text.
+
+    >>> import workbench as wb
+    >>> ir_identical(wb.workloads.matmul(8, 8, 8), wb.workloads.matmul(8, 8, 8)) is None
+    True
+    """
+    import dataclasses
+
+    vmap: dict[int, Any] = {}
+    seen_back: dict[int, Any] = {}
+    root_blocks: set[int] = set()
+
+    def same_object(x: Any, y: Any, path: str) -> str | None:
+        if id(x) in vmap:
+            return None if vmap[id(x)] is y else f"{path}: {x!r} maps to two objects"
+        if id(y) in seen_back:
+            return f"{path}: two objects map to {y!r}"
+        vmap[id(x)] = y
+        seen_back[id(y)] = x
+        return None
+
+    def walk(x: Any, y: Any, path: str) -> str | None:
+        if type(x) is not type(y):
+            return f"{path}: {type(x).__name__} vs {type(y).__name__}"
+        if isinstance(x, (Var, Buffer)):
+            problem = same_object(x, y, path)
+            if problem:
+                return problem
+        if dataclasses.is_dataclass(x):
+            roots = isinstance(x, PrimFunc) and isinstance(y, PrimFunc)
+            if roots:
+                root_blocks.add(id(x.body))
+            for f in dataclasses.fields(x):
+                if id(x) in root_blocks and f.name in ("reads", "writes"):
+                    continue  # a function's root block: its regions mean nothing
+                problem = walk(getattr(x, f.name), getattr(y, f.name), f"{path}.{f.name}")
+                if problem:
+                    return problem
+            return None
+        if isinstance(x, (tuple, list)):
+            if len(x) != len(y):
+                return f"{path}: {len(x)} vs {len(y)} items"
+            for k, (u, v) in enumerate(zip(x, y)):
+                problem = walk(u, v, f"{path}[{k}]")
+                if problem:
+                    return problem
+            return None
+        return None if x == y else f"{path}: {x!r} vs {y!r}"
+
+    return walk(a, b, "ir")
+
+
+def assert_script_roundtrip(x: IRModule | PrimFunc, syntaxes=("classic", "tirx")) -> None:
+    """Print ``x`` as TVMScript, read it back (``wb.from_script``): the text prints
+    again identically in each syntax and the IR read is identical to ``x``
+    (:func:`ir_identical`).
+
+    >>> import workbench as wb
+    >>> assert_script_roundtrip(wb.workloads.mm_relu(16, 16, 16))
+    """
+    from .script import from_script
+
+    for syntax in syntaxes:
+        text = x.script(syntax=syntax)
+        back = from_script(text)
+        again = back.script(syntax=syntax)
+        if again != text:
+            diff = "".join(difflib.unified_diff(text.splitlines(True), again.splitlines(True),
+                                                "printed", "re-printed"))
+            raise AssertionError(f"{syntax}: print -> parse -> print differs:\n{diff}")
+        problem = ir_identical(x, back)
+        if problem:
+            raise AssertionError(f"{syntax}: the IR read back differs from the original at "
+                                 f"{problem}")
+
+
+__all__ += ["assert_script_roundtrip", "ir_identical"]
