@@ -28,13 +28,12 @@ from workbench.ir import For, iter_blocks
 from workbench.schedule import ScheduleError
 from workbench.schedule.primitives.compute_at import (
     ConsumersOutsideLoopError,
-    DependencyOrderError,
     InvalidIndexError,
     LoopAboveBlockError,
-    NotCompleteBlockError,
     NotConsumerUnderLoopError,
     NotInSameScopeError,
     NotProducerUnderLoopError,
+    ProducersOutsideLoopError,
     RegionNotInvertibleError,
 )
 from workbench.testing import (
@@ -254,7 +253,7 @@ def ca_two_consumers_halo(sch):
 
 def rca_halo_guards(sch):
     """B has 9 rows, C reads row i and D row i + 1. Under B's loop i, D computes row
-    i - 1 (guarded i - 1 >= 0) and C row i (guarded i < 8)."""
+    i - 1 (guarded 1 <= i) and C row i (guarded i < 8)."""
     i, j = loops(sch, "B")
     sch.reverse_compute_at(sch.get_block("D"), i)
     sch.reverse_compute_at(sch.get_block("C"), i)
@@ -529,7 +528,7 @@ def test_rca_halo_guards():
     sch = scheduled("rca_halo_guards")
     text = lines(sch)
     assert "vi = T.axis.spatial(8, i - 1)" in text
-    assert "T.where(i - 1 >= 0)" in text
+    assert "T.where(1 <= i)" in text
     assert "T.where(i < 8)" in text
     i = loops(sch, "B")[0]
     assert blocks_under(sch, i) == ["B", "D", "C"]
@@ -745,32 +744,30 @@ def test_reverse_compute_at_fail_not_consumer_under_loop():
 
 
 def test_reverse_compute_at_fail_producer_after_loop():
-    """F reads B and E; E runs after B's loop, so F cannot move under it."""
+    """F reads B and E; E runs after B's loop, so F cannot move under it (TVM: every
+    producer must be under the loop)."""
     sch = wb.Schedule(workload("join"))
     i, j = loops(sch, "B")
     blk = sch.get_block("F")
     assert_schedule_error(
         sch,
         lambda: sch.reverse_compute_at(blk, i),
-        DependencyOrderError,
+        ProducersOutsideLoopError,
         "F",
         "E",
         "i",
     )
 
 
-def test_reverse_compute_at_fail_reduction_block():
-    """The row sum S is a reduction block (TVM accepts it; this library refuses)."""
-    sch = wb.Schedule(row_sum(8))
+def test_reverse_compute_at_reduction_block():
+    """The row sum S is a reduction block; as in TVM it moves under B's row loop and
+    reduces one row per iteration."""
+    func = row_sum(8)
+    sch = wb.Schedule(func)
     i, j = loops(sch, "B")
-    blk = sch.get_block("S")
-    assert_schedule_error(
-        sch,
-        lambda: sch.reverse_compute_at(blk, i),
-        NotCompleteBlockError,
-        "S",
-        "i",
-    )
+    sch.reverse_compute_at(sch.get_block("S"), i)
+    assert extents(sch, "S") == [8, 8]
+    assert_verifies(sch, func)
 
 
 def test_reverse_compute_at_fail_region_not_invertible():

@@ -375,15 +375,6 @@ def test_compute_inline_fail_reduction_block():
     assert_schedule_error(sch, lambda: sch.compute_inline(y), NotInlinableError, "Y")
 
 
-def test_compute_inline_fail_predicate():
-    """C split by a non-dividing factor carries T.where; it cannot be inlined."""
-    sch = wb.Schedule(workload("chain"))
-    i, j = sch.get_loops(sch.get_block("C"))
-    sch.split(j, factors=[None, 5])
-    c = sch.get_block("C")
-    assert_schedule_error(sch, lambda: sch.compute_inline(c), NotInlinableError, "C")
-
-
 def test_compute_inline_fail_non_injective_indices():
     """B[vi] = A[vi, vj]: the store does not use vj, so it cannot be inverted."""
     func = non_injective()
@@ -467,15 +458,6 @@ def test_reverse_compute_inline_fail_predicate():
     sch.split(j, factors=[None, 5])
     d = sch.get_block("D")
     assert_schedule_error(sch, lambda: sch.reverse_compute_inline(d), NotInlinableError, "D")
-
-
-def test_reverse_compute_inline_fail_producer_predicate():
-    """The producer C carries T.where: D cannot be folded into it."""
-    sch = wb.Schedule(workload("chain"))
-    i, j = sch.get_loops(sch.get_block("C"))
-    sch.split(j, factors=[None, 5])
-    d = sch.get_block("D")
-    assert_schedule_error(sch, lambda: sch.reverse_compute_inline(d), NotInlinableError, "D", "C")
 
 
 if __name__ == "__main__":  # pragma: no cover - regenerating goldens by hand

@@ -174,7 +174,8 @@ def annotate_values(sch):
     sch.annotate(blk, ann_key="a_str", ann_val='say "hi"')
 
 
-def annotate_overwrite(sch):
+def annotate_existing_key(sch):
+    """As in TVM, annotating a key the loop already has keeps the first value."""
     i, j, k = _y(sch)
     sch.annotate(i, ann_key="x", ann_val=1)
     sch.annotate(i, ann_key="y", ann_val=2)
@@ -235,7 +236,7 @@ CASES: dict[str, Callable[[wb.Schedule], None]] = {
         annotate_loop,
         annotate_block,
         annotate_values,
-        annotate_overwrite,
+        annotate_existing_key,
         unannotate_loop,
         unannotate_block,
         seed_schedule,

@@ -18,7 +18,9 @@ from .errors import (
     TraceError,
     WrongFactorProductError,
 )
+from .file import ScheduleFile, ScheduleFileError, load_schedule, read_schedule_file
 from .schedule import Schedule
+from .symbolic import SymbolicExtentError
 from .trace import BlockRV, ExprRV, Instruction, LoopRV, Trace
 
 

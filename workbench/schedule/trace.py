@@ -280,7 +280,9 @@ def _py_value(v: Any, names: dict[RV, str]) -> str:
     if isinstance(v, RV):
         return names.get(v, "?")
     if isinstance(v, str):
-        return json.dumps(v)
+        # a double-quoted Python literal that reads back exactly (TVM prints the raw text
+        # between quotes, which is not valid Python once it holds a quote or a newline)
+        return json.dumps(v, ensure_ascii=False)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_py_value(x, names) for x in v) + "]"
     return repr(v)
@@ -331,7 +333,9 @@ def _json_input(v: Any, names: dict[RV, str]) -> Any:
     if isinstance(v, RV):
         return names[v]
     if isinstance(v, str):
-        return json.dumps(v)  # strings are quoted so they cannot be taken for handles
+        # TVM's rule: a string input is its text between two added double quotes, with
+        # nothing escaped (so it cannot be taken for a handle name); see _json_in
+        return '"' + v + '"'
     if isinstance(v, (list, tuple)):
         return [_json_input(x, names) for x in v]
     return v
@@ -627,11 +631,12 @@ def _new_rv(step: int, name: Any, symbols: dict[str, RV]) -> RV:
 
 def _json_in(step: int, v: Any, symbols: dict[str, RV]) -> Any:
     if isinstance(v, str):
+        # TVM's rule: text that starts and ends with a double quote is a string, the
+        # quotes stripped and nothing unescaped ('"""' is the string '"')
+        if len(v) >= 2 and v[0] == '"' and v[-1] == '"':
+            return v[1:-1]
         if v.startswith('"'):
-            try:
-                return json.loads(v)
-            except json.JSONDecodeError:
-                raise TraceError("load", f"step {step}: malformed string input {v!r}") from None
+            raise TraceError("load", f"step {step}: malformed string input {v!r}")
         if v == "None":
             return None
         if v not in symbols:

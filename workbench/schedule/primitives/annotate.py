@@ -45,7 +45,21 @@ def _bad_value(value: Any, depth: int = 0) -> str | None:
 
 
 def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFunc:
-    """Set annotation ``key`` to ``value`` on a loop (by var) or a block (by name)."""
+    """Set annotation ``key`` to ``value`` on a loop (by var) or a block (by name).
+
+    As in TVM, a key the loop or block already has keeps its value: annotating it again
+    changes nothing (``unannotate`` it first to change the value). An annotated loop can
+    no longer be split or fused (TVM's rule); reorder and the loop kinds keep it.
+
+    >>> import workbench as wb
+    >>> from workbench.schedule.primitives.annotate import annotate
+    >>> func = wb.workloads.matmul(16, 16, 16)
+    >>> i = func.body.body.loop_var
+    >>> once = annotate(func, i, "pragma_auto_unroll_max_step", 16)
+    >>> twice = annotate(once, i, "pragma_auto_unroll_max_step", 64)
+    >>> twice is once, twice.body.body.annotations
+    (True, (('pragma_auto_unroll_max_step', 16),))
+    """
     path, node, where = _target(func, "annotate", target)
     if not isinstance(key, str) or not key:
         raise InvalidScheduleArgumentError(
@@ -63,9 +77,11 @@ def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFun
             func,
             **where,
         )
+    if any(k == key for k, _ in node.annotations):
+        return func  # TVM keeps an existing annotation
     if isinstance(value, list):
         value = tuple(value)
-    anns = tuple((k, v) for k, v in node.annotations if k != key) + ((key, value),)
+    anns = node.annotations + ((key, value),)
     return replace_path(func, path, replace(node, annotations=anns))
 
 

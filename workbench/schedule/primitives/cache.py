@@ -2,10 +2,14 @@
 
 A cache stage is a new block that copies a buffer into a buffer of another memory
 scope (``cache_read``) or back out of one (``cache_write``); the blocks that used the
-buffer then use the cache instead. As in TensorIR's schedule IR the cache buffer has
-the full shape of the cached buffer and is allocated in the scope block (the root
-block, usually); shrinking it to the region used under its compute location is the
-lowering's job, after ``compute_at`` has moved the copy under the loops that use it.
+buffer then use the cache instead. The cache buffer is allocated in the scope block
+(the root block, usually). As in TVM, a copy that sits directly in the scope block's
+body caches exactly the region it copies: at the root that is the whole buffer, inside
+a block scope (after ``blockize``) the tile the scope uses, e.g. a ``(16, 64)``
+``A_local`` with every access shifted by the tile's start. A copy that sits inside a
+loop keeps the full shape; shrinking it to the region used under its compute location
+is the lowering's job, after ``compute_at`` has moved the copy under the loops that use
+it.
 
 ``cache_read(block "Y", 0, "shared")`` on ``mm_relu`` (``A`` is a parameter, so the
 copy goes first in the scope)::
@@ -32,7 +36,12 @@ Invariants: the cached buffer has a single writer in the scope (TVM's
 ``NotSingleWriteBlock``); the copy is inserted after that writer and before the first
 block that reads the copy, at the innermost statement sequence holding both (TVM's
 ``CacheLocDetector``); it copies the region the writer produces relaxed over the loops
-below that point, so a copy placed inside a loop copies one tile per iteration.
+below that point (and, as TVM's RelaxBufferRegion, under the writer's predicate), so a
+copy placed inside a loop copies one tile per iteration. ``cache_write`` of a block
+that updates the buffer in place is accepted when the block writes it first (a nested
+init block, as in a hand-written tile block); where the value it starts from comes from
+outside the block the cache would start uninitialised, and it is refused
+(:class:`InPlaceUpdateError`; TVM accepts it and computes garbage).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from ...ir import (
     SCOPES,
     Block,
     Buffer,
+    BufferLoad,
     BufferStore,
     For,
     IfThenElse,
@@ -55,9 +65,10 @@ from ...ir import (
     Stmt,
     Var,
 )
-from ...ir.analysis import _relax, block_names, collect_buffers, iter_blocks
-from ...ir.expr import GE, LT, const
+from ...ir.analysis import block_names, child_blocks, collect_buffers, iter_blocks
+from ...ir.expr import GE, LT, Or, const
 from ...ir.functor import Mutator, substitute
+from ...ir.intset import EMPTY, eval_interval, interval_union, narrow
 from ...ir.simplify import and_, int_range, simplify
 from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import (
@@ -98,6 +109,12 @@ class NotConsumerBlockError(ScheduleError, ValueError):
 class ConsumerBeforeProducerError(ScheduleError):
     """A block that reads the cached buffer runs before the block that writes it, so no
     position after the producer and before the consumers exists for the copy."""
+
+
+class InPlaceUpdateError(NotSingleWriteBlockError):
+    """cache_write of a block that updates the buffer in place from a value written
+    outside it: the cache would start uninitialised (TVM accepts it and computes garbage;
+    this library refuses)."""
 
 
 class NonAllocatedBufferError(ScheduleError):
@@ -324,30 +341,78 @@ def _path_below(scope: Block, path: list[Stmt]) -> list[Stmt]:
     return path[idx + 1 :]
 
 
+def _nested_predicate(block: Block, buf: Buffer, writes: bool) -> PrimExpr:
+    """The predicate under which ``block`` really accesses ``buf`` when that happens in a
+    nested block with a ``T.where`` (in ``block``'s iter vars; TVM's
+    CollectNestedBlockPredicates). Several such blocks: their disjunction."""
+    found: list[PrimExpr] = []
+
+    def visit(b: Block, mapping: dict) -> None:
+        for s in child_blocks(b):
+            inner = dict(mapping)
+            inner.update({iv.var: substitute(v, mapping)
+                          for iv, v in zip(s.iter_vars, s.iter_values)})
+            regions = s.writes if writes else s.reads
+            if any(r.buffer is buf for r in regions or ()):
+                found.append(substitute(s.predicate, mapping))
+            visit(s, inner)
+
+    visit(block, {})
+    if not found:
+        return const(True)
+    out = found[0]
+    for p in found[1:]:
+        out = Or(out, p)
+    return out
+
+
 def _cache_region(
-    buf: Buffer, writer: Block, writer_path: list[Stmt], container: Stmt
+    buf: Buffer,
+    writer: Block,
+    writer_path: list[Stmt],
+    container: Stmt,
+    writes: bool = True,
+    extra: PrimExpr | None = None,
 ) -> list[tuple[PrimExpr, int]]:
-    """(min, extent) per dimension of what ``writer`` produces of ``buf`` as the loops
-    between ``container`` and ``writer`` run, clipped to the buffer (TVM's
-    RelaxBufferRegion); loops above ``container`` stay symbolic."""
+    """(min, extent) per dimension of what ``writer`` produces of ``buf`` (or, with
+    ``writes=False``, reads of it) as the loops between ``container`` and ``writer`` run,
+    under the writer's predicate and ``extra`` (in the writer's iter vars), clipped to the
+    buffer (TVM's RelaxBufferRegion); loops above ``container`` stay symbolic."""
     idx = next((i for i, s in enumerate(writer_path) if s is container), 0)
-    inner = {s.loop_var: (0, s.extent - 1) for s in writer_path[idx:-1] if isinstance(s, For)}
-    region = next(w for w in writer.writes or () if w.buffer is buf).region
+    dom = {
+        s.loop_var: (const(0), const(s.extent - 1))
+        for s in writer_path[idx:-1]
+        if isinstance(s, For) and isinstance(s.extent, int)
+    }
     bindings = {iv.var: v for iv, v in zip(writer.iter_vars, writer.iter_values)}
+    for cond in (writer.predicate, substitute(extra, bindings) if extra is not None else None):
+        if cond is not None and not (isinstance(cond, IntImm) and cond.value):
+            narrowed = narrow(cond, dom)
+            dom = dom if narrowed is EMPTY else narrowed
+    regions = [w.region for w in (writer.writes if writes else writer.reads) or ()
+               if w.buffer is buf]
     out: list[tuple[PrimExpr, int]] = []
-    for dim, (mn, ext) in zip(buf.shape, region):
-        rel = _relax(simplify(substitute(mn, bindings)), inner, ext)
-        if rel is None:
+    for d, dim in enumerate(buf.shape):
+        box = EMPTY
+        for region in regions:
+            mn, ext = region[d]
+            lo = eval_interval(simplify(substitute(mn, bindings)), dom)
+            hi = eval_interval(simplify(substitute(mn + ext - 1, bindings)), dom)
+            piece = None if lo in (None, EMPTY) or hi in (None, EMPTY) else (lo[0], hi[1])
+            box = interval_union(box, piece)
+        if box is None or box is EMPTY or not isinstance(dim, int):
             out.append((const(0), dim))
             continue
-        lo, extent = rel
-        if isinstance(lo, IntImm):
-            start, stop = max(0, lo.value), min(dim, lo.value + extent)
+        lo_e, hi_e = box
+        if isinstance(lo_e, IntImm) and isinstance(hi_e, IntImm):
+            start, stop = max(0, lo_e.value), min(dim, hi_e.value + 1)
             out.append((const(start), max(stop - start, 1)))
-        elif extent >= dim:
+            continue
+        width = simplify(hi_e - lo_e + 1)
+        if not isinstance(width, IntImm) or width.value >= dim:
             out.append((const(0), dim))
         else:
-            out.append((lo, extent))
+            out.append((lo_e, width.value))
     return out
 
 
@@ -357,26 +422,45 @@ def _copy_stage(
     dst: Buffer,
     region: list[tuple[PrimExpr, int]],
     bounds: dict | None = None,
+    compact: Buffer | None = None,
 ) -> tuple[Stmt, Block]:
-    """Loops ``ax0, ax1, ...`` over ``region`` around a block ``name`` with spatial iter
-    vars ``v0, v1, ...`` (over the full buffer) doing ``dst[v] = src[v]``.
+    """Loops ``ax0, ax1, ...`` over ``region`` around a block ``name`` doing
+    ``dst[v] = src[v]``.
+
+    Normally the block's spatial iter vars ``v0, v1, ...`` range over the full buffer and
+    are bound to ``min + ax``. When ``compact`` (the cache buffer, which then has the
+    region's shape) is given, they range over the region and index the cache directly
+    while the cached buffer is read or written at ``min + v`` (TVM's compact cache stage).
 
     ``bounds`` are the enclosing loops' ranges: where the box could leave the buffer
     (a tile of a non-dividing split), the copy gets a ``T.where`` guard."""
     loop_vars = [Var(f"ax{d}") for d in range(len(region))]
-    ivars = tuple(IterVar(Var(f"v{d}"), extent, "S") for d, extent in enumerate(dst.shape))
+    full = src if compact is dst else dst
+    shape = compact.shape if compact is not None else dst.shape
+    ivars = tuple(IterVar(Var(f"v{d}"), extent, "S") for d, extent in enumerate(shape))
     known = dict(bounds or {})
     known.update({lv: (0, ext - 1) for lv, (_, ext) in zip(loop_vars, region)})
-    values = tuple(simplify(mn + lv, known) for (mn, _), lv in zip(region, loop_vars))
+    if compact is None:
+        values = tuple(simplify(mn + lv, known) for (mn, _), lv in zip(region, loop_vars))
+        positions = values
+    else:
+        values = tuple(loop_vars)
+        positions = tuple(simplify(mn + lv, known) for (mn, _), lv in zip(region, loop_vars))
     predicate: PrimExpr = const(True)
-    for value, extent in zip(values, dst.shape):
+    for value, extent in zip(positions, full.shape):
         lo, hi = int_range(value, known)
         if lo is None or lo < 0:
             predicate = and_(predicate, GE(value, const(0)))
         if hi is None or hi > extent - 1:
             predicate = and_(predicate, LT(value, const(extent)))
     idx = tuple(iv.var for iv in ivars)
-    block = Block(name, ivars, values, BufferStore(dst, src[idx], idx), predicate=predicate)
+    if compact is None:
+        src_idx = dst_idx = idx
+    else:
+        shifted = tuple(simplify(mn + v) for (mn, _), v in zip(region, idx))
+        src_idx, dst_idx = (idx, shifted) if compact is src else (shifted, idx)
+    block = Block(name, ivars, values, BufferStore(dst, src[src_idx], dst_idx),
+                  predicate=predicate)
     stmt: Stmt = block
     for lv, (_, extent) in reversed(list(zip(loop_vars, region))):
         stmt = For(lv, extent, "serial", stmt)
@@ -399,14 +483,36 @@ class BufferSwap(Mutator):
         mapping: dict[Buffer, Buffer],
         targets: set[str] | None = None,
         skip: set[str] = frozenset(),  # type: ignore[assignment]
+        offsets: dict[Buffer, tuple[PrimExpr, ...]] | None = None,
     ):
         self.mapping = mapping
         self.targets = targets
         self.skip = skip
         self.active = targets is None
+        self.offsets = offsets or {}
 
     def visit_buffer(self, b: Buffer) -> Buffer:
         return self.mapping.get(b, b) if self.active else b
+
+    def _shifted(self, b: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
+        off = self.offsets.get(b)
+        if off is None or not self.active:
+            return indices
+        return tuple(simplify(i - o) for i, o in zip(indices, off, strict=True))
+
+    def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, BufferLoad) and e.buffer in self.offsets and self.active:
+            idx = tuple(self.visit_expr(i) for i in e.indices)
+            return BufferLoad(self.visit_buffer(e.buffer), self._shifted(e.buffer, idx))
+        return super().visit_expr(e)
+
+    def visit_stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, BufferStore) and s.buffer in self.offsets and self.active:
+            idx = tuple(self.visit_expr(i) for i in s.indices)
+            return BufferStore(
+                self.visit_buffer(s.buffer), self.visit_expr(s.value), self._shifted(s.buffer, idx)
+            )
+        return super().visit_stmt(s)
 
     def visit_block(self, b: Block) -> Block:
         if b.name in self.skip:
@@ -549,7 +655,14 @@ def cache_read(
         position: tuple[list[Stmt], int] = ([], 0)
         known = [r for r in scope.reads or () if r.buffer is buf] if not is_root(scope) else []
         region = [(const(0), dim) for dim in buf.shape]
-        if known:
+        block_path = find_block_path(func, prim, block_name)
+        reader: Block = block_path[-1]  # type: ignore[assignment]
+        nested = _nested_predicate(reader, buf, writes=False)
+        if not (isinstance(nested, IntImm) and nested.value):
+            # the read happens under a nested block's T.where: copy what it reads there
+            region = _cache_region(buf, reader, _path_below(scope, block_path), scope.body,
+                                   writes=False, extra=nested)
+        elif known:
             region = [
                 (mn, ext.value if isinstance(ext, IntImm) else dim)
                 for (mn, ext), dim in zip(known[0].region, buf.shape)
@@ -558,11 +671,13 @@ def cache_read(
         position, container = _place(func, prim, scope, writer, related, buf)
         writer_path = _path_below(scope, find_block_path(func, prim, writer.name))
         region = _cache_region(buf, writer, writer_path, container)
-    stage, _ = _copy_stage(stage_name, buf, cache, region, loop_bounds(func))
+    cache, offsets = _compact(cache, buf, region, position)
+    stage, _ = _copy_stage(stage_name, buf, cache, region, _known(func, scope_path),
+                           cache if offsets else None)
     skip = {stage_name}
     if targets is None:  # as TVM: blocks writing the buffer keep it
         skip |= {b.name for b in iter_blocks(scope.body) if _writes(b, buf)}
-    swap = BufferSwap({buf: cache}, targets, skip)
+    swap = BufferSwap({buf: cache}, targets, skip, offsets)
     return _with_stage(func, scope_path, position, stage, cache, swap), stage_name
 
 
@@ -595,8 +710,12 @@ def cache_write(
     block: Block = path[-1]  # type: ignore[assignment]
     scope: Block = scope_path[-1]  # type: ignore[assignment]
     _single_writer(func, prim, scope, buf, block_name)
-    if block.init is None and any(r.buffer is buf for r in block.reads or ()):
-        raise NotSingleWriteBlockError(
+    if (
+        block.init is None
+        and any(r.buffer is buf for r in block.reads or ())
+        and not _initialised_inside(block, buf)
+    ):
+        raise InPlaceUpdateError(
             prim,
             f'block "{block_name}" updates "{buf.name}" in place (it reads what it writes) and '
             "the value it starts from is written outside this block (e.g. by the init block "
@@ -617,10 +736,56 @@ def cache_write(
     }
     cache, stage_name = _new_cache(func, buf, storage_scope)
     position, container = _place(func, prim, scope, block, related, buf)
-    region = _cache_region(buf, block, _path_below(scope, path), container)
-    stage, _ = _copy_stage(stage_name, cache, buf, region, loop_bounds(func))
-    swap = BufferSwap({buf: cache}, targets, {stage_name})
+    region = _cache_region(buf, block, _path_below(scope, path), container,
+                           extra=_nested_predicate(block, buf, writes=True))
+    cache, offsets = _compact(cache, buf, region, position)
+    stage, _ = _copy_stage(stage_name, cache, buf, region, _known(func, scope_path),
+                           cache if offsets else None)
+    swap = BufferSwap({buf: cache}, targets, {stage_name}, offsets)
     return _with_stage(func, scope_path, position, stage, cache, swap), stage_name
+
+
+def _known(func: PrimFunc, scope_path: list[Stmt]) -> dict:
+    """Ranges of every loop, and of the iter vars of the blocks around the scope (a tile
+    region ``i * 16 + ax0`` inside a block over ``i`` in [0, 8) stays in bounds)."""
+    known = loop_bounds(func)
+    for s in scope_path:
+        if isinstance(s, Block):
+            known.update({iv.var: (0, iv.extent - 1) for iv in s.iter_vars
+                          if isinstance(iv.extent, int)})
+    return known
+
+
+def _compact(cache: Buffer, buf: Buffer, region, position) -> tuple[Buffer, dict]:
+    """TVM's compact cache: a copy placed directly in the scope block's body (not in a
+    loop) caches just the region, in a buffer of the region's shape, and every access of
+    the cache is shifted by the region's start. Returns the cache buffer and the index
+    offsets (empty when the cache keeps the full shape)."""
+    path, _ = position
+    if any(isinstance(x, (For, IfThenElse)) for x in path):
+        return cache, {}
+    shape = tuple(ext for _, ext in region)
+    mins = tuple(mn for mn, _ in region)
+    if shape == tuple(buf.shape) and all(isinstance(m, IntImm) and m.value == 0 for m in mins):
+        return cache, {}
+    if not all(isinstance(e, int) for e in shape):
+        return cache, {}
+    return cache.with_(shape=shape), {buf: mins}
+
+
+def _initialised_inside(block: Block, buf: Buffer) -> bool:
+    """Does ``block`` write ``buf`` before reading it: is the first block inside it (in
+    program order, innermost blocks only) that touches ``buf`` one that writes it without
+    reading it (an init block, as after ``decompose_reduction`` then ``blockize``)? Then
+    a cache that replaces ``buf`` inside ``block`` is written before it is read."""
+    for b in iter_blocks(block.body):
+        if b is block or any(x is not b for x in iter_blocks(b.body)):
+            continue
+        reads = any(r.buffer is buf for r in b.reads or ())
+        writes = any(w.buffer is buf for w in b.writes or ())
+        if reads or writes:
+            return writes and not reads
+    return False
 
 
 def set_scope(func: PrimFunc, block_name: str, buffer_index: int, storage_scope: str) -> PrimFunc:
@@ -653,6 +818,7 @@ __all__ = [
     "BufferIndexOutOfRangeError",
     "BufferNotAccessedError",
     "ConsumerBeforeProducerError",
+    "InPlaceUpdateError",
     "InvalidStorageScopeError",
     "NonAllocatedBufferError",
     "NotConsumerBlockError",

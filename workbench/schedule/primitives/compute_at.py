@@ -21,6 +21,27 @@ New loops are named ``ax0, ax1, ...``; with ``preserve_unit_loops=False`` a loop
 extent 1 is not created (its iter var is bound to the region's start). ``index``
 is the position among the loop body's children: ``-1`` the last legal position,
 ``-2`` the first legal one, or an explicit index.
+
+The ranges of the new loops follow TVM's CalculateBlockVarDomain. What the blocks on
+the other side of the data flow access under the loop is relaxed over their inner
+loops (:mod:`workbench.ir.intset`, so ``(i * 8 + j) // 16`` stays one element). That
+region is then mapped back onto the moved block's iter vars through the block's own
+access indices: where they are a one-to-one affine map of its iter vars
+(``temp[v // 16, v % 16]``, a layout transform ``B[(v1 * 8 + v4) // 16, ...]``,
+``Y[9 - vi, 9 - vj]``) the map is inverted at the region's corners
+(:mod:`workbench.ir.iter_map`); otherwise each dimension is solved alone (``v``,
+``v * c`` as a blockized block's ``B[vo * 16 : vo * 16 + 16]``, ``v // c``, ``v % c``).
+A range that may leave the iter var's domain or the buffer gets a ``T.where`` guard,
+unless it is a constant range, which is simply cut to the domain (a ``T.where(j < 1)``
+consumer then needs one element, not 32).
+
+The rules of what may move are TVM's: compute_at needs every consumer under the loop,
+reverse_compute_at every producer; reverse_compute_at accepts a reduction block, whose
+reduction then runs piece by piece across the loop's iterations. Deliberate divergences:
+reverse_compute_at refuses where the moved block would not cover its whole domain over
+all iterations (:class:`DomainNotCoveredError`; TVM leaves part of the output
+uncomputed), and compute_at keeps a dimension no pattern solves at its full range where
+TVM raises an internal error.
 """
 
 from __future__ import annotations
@@ -28,11 +49,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...ir import Block, Buffer, For, IntImm, PrimExpr, PrimFunc, SeqStmt, Stmt, Var
-from ...ir.analysis import _relax
 from ...ir.buffer import shares_storage
-from ...ir.expr import GE, LT, const
+from ...ir.expr import LE, LT, FloorDiv, FloorMod, Mul, const
 from ...ir.functor import expr_vars, iter_stmts, substitute
-from ...ir.simplify import and_, int_range, simplify, sub
+from ...ir.intset import EMPTY, eval_interval, interval_union, prove_le, smax, smin
+from ...ir.iter_map import detect_iter_map, inverse_iter_map
+from ...ir.simplify import and_, floordiv, int_range, simplify
 from ..errors import ScheduleError
 from ._common import (
     consumers_of,
@@ -72,6 +94,11 @@ class ConsumersOutsideLoopError(ScheduleError):
     """compute_at: some consumers are outside the loop and would read partial data."""
 
 
+class ProducersOutsideLoopError(ScheduleError):
+    """reverse_compute_at: some producers of the block are not under the loop (TVM
+    requires all of them there)."""
+
+
 class DependencyOrderError(ScheduleError):
     """Moving the block would put it before a producer or after a consumer."""
 
@@ -89,40 +116,9 @@ class InvalidIndexError(ScheduleError, ValueError):
 
 
 # ---------------------------------------------------------------------------
-# region analysis
+# region analysis (TVM's RelaxBufferRegions and CalculateBlockVarDomain)
 
-
-def _relaxed_region(
-    regions, bindings: dict[Var, PrimExpr], inner: dict[Var, tuple[int, int]], buffer: Buffer
-):
-    """Union box of ``regions`` (in a block's iter vars) once its bindings are
-    substituted and the loops in ``inner`` are relaxed over their ranges.
-    Returns [(min, extent)] per dimension; a dimension that cannot be boxed spans
-    the whole buffer."""
-    boxes = []
-    for r in regions:
-        box = []
-        for mn, ext in r.region:
-            rel = _relax(simplify(substitute(mn, bindings)), inner, ext)
-            box.append(rel)
-        boxes.append(box)
-    dims = []
-    for d in range(buffer.ndim):
-        pieces = [b[d] for b in boxes]
-        if any(p is None for p in pieces):
-            dims.append((const(0), None))  # not a box: the caller decides
-            continue
-        base, ext = pieces[0]
-        lo, hi = 0, ext
-        ok = True
-        for mn, e in pieces[1:]:
-            diff = simplify(sub(mn, base))
-            if not isinstance(diff, IntImm):
-                ok = False
-                break
-            lo, hi = min(lo, diff.value), max(hi, diff.value + e)
-        dims.append((simplify(base + lo), hi - lo) if ok else (const(0), None))
-    return dims
+Box = list  # per dimension an interval (lo, hi) of expressions, both inclusive
 
 
 def _inner_loops(path: list[Stmt], loop: For) -> dict[Var, tuple[int, int]]:
@@ -143,6 +139,204 @@ def _bindings(block: Block) -> dict[Var, PrimExpr]:
 
 def _under(path: list[Stmt], loop: For) -> bool:
     return any(s is loop for s in path)
+
+
+def _region_box(region, bindings, dom, bounds) -> Box:
+    """The box a region (in a block's iter vars) covers once its bindings are substituted
+    and the loops of ``dom`` range over their intervals; a dimension without an interval
+    is None."""
+    box: Box = []
+    for mn, ext in region:
+        lo = simplify(substitute(mn, bindings), bounds) if bindings else mn
+        hi = simplify(substitute(mn + ext - 1, bindings), bounds) if bindings else mn + ext - 1
+        a, b = eval_interval(lo, dom, bounds), eval_interval(hi, dom, bounds)
+        box.append(None if a is None or b is None or a is EMPTY or b is EMPTY else (a[0], b[1]))
+    return box
+
+
+def _union_boxes(boxes: list[Box], bounds) -> Box:
+    out = list(boxes[0])
+    for box in boxes[1:]:
+        out = [interval_union(a, b, bounds) for a, b in zip(out, box, strict=True)]
+    return out
+
+
+def _const_iv(lo: int | PrimExpr, hi: int | PrimExpr):
+    # a symbolic extent gives a symbolic end (``n - 1``)
+    return (lo if isinstance(lo, PrimExpr) else const(lo)), (
+        hi if isinstance(hi, PrimExpr) else const(hi)
+    )
+
+
+def _required(own, others: list[Block], their, paths, loop: For, relax_threads: bool, bounds):
+    """Per buffer of ``own`` (the moved block's writes, or reads): the union box of what
+    ``others`` under ``loop`` access of it through ``their`` (their reads, or writes), the
+    loops between each of them and ``loop`` relaxed (and, for compute_at, the thread loops
+    whose threads share the buffer)."""
+    out: dict[Buffer, Box] = {}
+    for mine in own or ():
+        buf = mine.buffer
+        if buf in out:
+            continue
+        boxes = []
+        for other in others:
+            accesses = [a for a in their(other) or () if a.buffer is buf]
+            if not accesses:
+                continue
+            inner = _inner_loops(paths[other.name], loop)
+            if relax_threads:
+                inner.update(_shared_across_threads(paths[other.name], loop, buf))
+            dom = {v: _const_iv(*r) for v, r in inner.items()}
+            for a in accesses:
+                boxes.append(_region_box(a.region, _bindings(other), dom, bounds))
+        if boxes:
+            box = _union_boxes(boxes, bounds)
+            out[buf] = [
+                iv if iv is not None else _const_iv(0, dim - 1)
+                for iv, dim in zip(box, buf.shape, strict=True)
+            ]
+    return out
+
+
+class _VarDomain:
+    """TVM's BlockVarDomainInfo: the range an iter var must cover (``dom``) and the range
+    it may take without leaving a buffer or its own domain (``bound``)."""
+
+    def __init__(self) -> None:
+        self.dom = None
+        self.bound = None
+
+    def union(self, dom, bound, bounds) -> None:
+        self.dom = dom if self.dom is None else interval_union(self.dom, dom, bounds)
+        if bound is not None:
+            self.bound = bound if self.bound is None else interval_union(self.bound, bound, bounds)
+
+
+def _same(a: PrimExpr, b: PrimExpr, bounds) -> bool:
+    """Provably equal (given the loop ranges in ``bounds``)."""
+    return prove_le(a, b, bounds) and prove_le(b, a, bounds)
+
+
+def _intersect(a, b, bounds):
+    return smax(a[0], b[0], bounds), smin(a[1], b[1], bounds)
+
+
+def _solve_point_or_scaled(p, r, dim_max: int, iter_vars, bounds):
+    """TVM's SolveBlockVarDomain for one dimension: the provided interval ``p`` (in the
+    block's iter vars) must cover the required interval ``r``. Returns (var, dom, bound),
+    (var, None, None) for "no constraint", or None where no pattern matches."""
+    pmin, pmax = p
+    if isinstance(pmin, Mul):
+        for x, c in ((pmin.a, pmin.b), (pmin.b, pmin.a)):
+            if isinstance(x, Var) and x in iter_vars and isinstance(c, IntImm) and c.value > 0:
+                e = c.value
+                dom = (floordiv(r[0], const(e), bounds), floordiv(r[1], const(e), bounds))
+                return x, dom, _const_iv(0, dim_max // e)
+    if not _same(pmin, pmax, bounds):
+        return None
+    if pmin in iter_vars:
+        return pmin, r, _const_iv(0, dim_max)
+    if isinstance(pmin, FloorDiv) and isinstance(pmin.b, IntImm) and pmin.b.value >= 1:
+        f = pmin.b.value
+        req = (simplify(r[0] * f, bounds), simplify(r[1] * f + (f - 1), bounds))
+        if pmin.a in iter_vars:
+            return pmin.a, req, _const_iv(0, dim_max * f + f - 1)
+        return _solve_point_or_scaled((pmin.a, pmin.a), req, dim_max * f + f - 1, iter_vars,
+                                      bounds)
+    if isinstance(pmin, FloorMod) and pmin.a in iter_vars:
+        return pmin.a, None, None
+    return None
+
+
+def _var_domains(
+    primitive: str,
+    func: PrimFunc,
+    block: Block,
+    own,
+    required: dict[Buffer, Box],
+    exact: bool,
+    bounds,
+    where: dict,
+) -> dict[Var, tuple[tuple[PrimExpr, PrimExpr], tuple[PrimExpr, PrimExpr] | None]]:
+    """Per iter var of ``block``: (dom, bound), the interval its new loop must cover and,
+    where that interval may leave it, the interval that keeps it inside its domain and the
+    buffers (TVM's CalculateBlockVarDomain). ``own`` are the block's accesses that provide
+    the ``required`` boxes: writes for compute_at, reads for reverse_compute_at.
+
+    Per buffer, a map from iter vars to points that TVM's affine analysis inverts is
+    inverted at the box's corners; otherwise each dimension is solved alone
+    (``v``, ``v * c``, ``v // c`` and ``v % c`` patterns). With ``exact`` (reverse_compute_at)
+    a dimension no pattern solves is refused; otherwise its iter var covers its domain."""
+    iter_vars = {iv.var: iv for iv in block.iter_vars}
+    doms: dict[Var, _VarDomain] = {v: _VarDomain() for v in iter_vars}
+    provided: dict[Buffer, list[Box]] = {}
+    for acc in own or ():
+        if acc.buffer in required:
+            provided.setdefault(acc.buffer, []).append(
+                [(mn, simplify(mn + ext - 1)) for mn, ext in acc.region]
+            )
+    for buf, boxes in provided.items():
+        p = _union_boxes(boxes, None)
+        r = required[buf]
+        if all(iv is not None and _same(iv[0], iv[1], None) for iv in p) and _update_affine(
+            p, r, buf, iter_vars, doms, bounds
+        ):
+            continue
+        for d, (pd, rd) in enumerate(zip(p, r, strict=True)):
+            if pd is None:
+                if exact:
+                    raise _not_invertible(primitive, func, block, buf, d, where)
+                continue
+            if _same(pd[0], pd[1], None) and isinstance(simplify(pd[0]), IntImm):
+                continue  # a constant index: nothing to solve
+            solved = _solve_point_or_scaled(pd, rd, buf.shape[d] - 1, iter_vars, bounds)
+            if solved is None:
+                if exact:
+                    raise _not_invertible(primitive, func, block, buf, d, where)
+                continue
+            var, dom, bound = solved
+            if dom is not None:
+                doms[var].union(dom, bound, bounds)
+    out = {}
+    for v, iv in iter_vars.items():
+        info = doms[v]
+        full = _const_iv(0, iv.extent - 1)
+        bound = full if info.bound is None else _intersect(info.bound, full, bounds)
+        if info.dom is None:
+            out[v] = (bound, None)
+            continue
+        dom = (simplify(info.dom[0], bounds), simplify(info.dom[1], bounds))
+        inter = _intersect(dom, bound, bounds)
+        if _same(dom[0], inter[0], bounds) and _same(dom[1], inter[1], bounds):
+            out[v] = (dom, None)
+        elif _same(bound[0], inter[0], bounds) and _same(bound[1], inter[1], bounds):
+            out[v] = (bound, None)
+        elif isinstance(inter[0], IntImm) and isinstance(inter[1], IntImm):
+            out[v] = (inter, None)
+        else:
+            out[v] = (dom, bound)
+    return out
+
+
+def _update_affine(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds) -> bool:
+    """TVM's UpdateBlockVarDomainAffine: the provided point is a bijective affine map of
+    the iter vars; invert it at the required box's corners (and at the buffer's)."""
+    if any(isinstance(iv.extent, PrimExpr) for iv in iter_vars.values()):
+        return False  # the affine inversion needs known extents: solve per dimension
+    m = detect_iter_map([iv[0] for iv in p], {v: iv.extent for v, iv in iter_vars.items()})
+    if m is None:
+        return False
+    lo = inverse_iter_map(m, [iv[0] for iv in r], bounds)
+    hi = inverse_iter_map(m, [iv[1] for iv in r], bounds)
+    blo = inverse_iter_map(m, [const(0) for _ in buf.shape])
+    bhi = inverse_iter_map(m, [const(s - 1) for s in buf.shape])
+    if lo is None or hi is None or blo is None or bhi is None:
+        return False
+    for v in lo:
+        dom = (smin(lo[v], hi[v], bounds), smax(lo[v], hi[v], bounds))
+        bound = (smin(blo[v], bhi[v]), smax(blo[v], bhi[v]))
+        doms[v].union(dom, bound, bounds)
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -180,41 +374,66 @@ def _cover(
     primitive: str,
     func: PrimFunc,
     block: Block,
-    var_ranges: dict[Var, tuple[PrimExpr, int]],
+    doms: dict,
     loop: For,
     preserve_unit_loops: bool,
-    where: dict,
 ) -> Stmt:
-    """The block under new loops covering ``var_ranges`` (iter var -> (min, extent)),
-    with a predicate where the box could leave an iter var's domain."""
+    """The block under new loops ``ax0, ax1, ...`` covering each iter var's ``dom``, with
+    a predicate where an iter var could leave its ``bound`` (TVM's MakeNewLoop)."""
     taken = names_in_scope(func, find_loop_path(func, primitive, loop.loop_var), block)
     bounds = loop_bounds(func)
     loops: list[tuple[Var, int]] = []
     values: list[PrimExpr] = []
     guards: list[PrimExpr] = []
     for iv in block.iter_vars:
-        mn, ext = var_ranges.get(iv.var, (const(0), iv.extent))
+        (lo, hi), bound = doms[iv.var]
+        upper = None
+        ext_e = simplify(hi - lo + 1, bounds)
+        if isinstance(ext_e, IntImm):
+            ext = ext_e.value
+        else:  # a symbolic extent: loop over its largest value, guard the rest
+            _, ext = int_range(ext_e, bounds)
+            upper = hi
+        too_big = isinstance(iv.extent, int) and ext is not None and ext > iv.extent
+        if ext is None or ext < 1 or too_big and upper is not None:
+            lo, ext, bound, upper = const(0), iv.extent, None, None
         if ext == 1 and not preserve_unit_loops:
-            value = mn
+            value = simplify(lo, bounds)
         else:
-            ax = Var(fresh_name(f"ax{len(loops)}", taken))
+            ax = Var(fresh_name(f"ax{len(loops)}", taken), iv.var.dtype)  # int64 stays
             loops.append((ax, ext))
             bounds[ax] = (0, ext - 1)
-            value = simplify(mn + ax, bounds)
-        lo, hi = int_range(value, bounds)
-        if lo is None or lo < 0:
-            guards.append(GE(value, const(0)))
-        if hi is None or hi > iv.extent - 1:
-            guards.append(LT(value, const(iv.extent)))
+            value = simplify(lo + ax, bounds)
+        if bound is not None:
+            if not prove_le(bound[0], value, bounds):
+                guards.append(_guard(LE, bound[0], value))
+            if not prove_le(value, bound[1], bounds):
+                guards.append(_guard(LT, value, simplify(bound[1] + 1)))
+        if upper is not None and not prove_le(value, upper, bounds):
+            guards.append(LE(value, upper))
         values.append(value)
     predicate = _carried_predicate(block, values)
     for g in guards:
         predicate = and_(predicate, g)
-    new_block = replace(block, iter_values=tuple(values), predicate=predicate)
+    new_block = replace(block, iter_values=tuple(values), predicate=simplify(predicate, bounds))
     stmt: Stmt = new_block
     for ax, ext in reversed(loops):
         stmt = For(ax, ext, "serial", stmt)
     return stmt
+
+
+def _guard(cmp, a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    """``a <cmp> b`` with the constant terms gathered on the constant side, as TVM's
+    simplifier writes it: ``16 <= i`` rather than ``i - 16 >= 0``."""
+    from ...ir.simplify import _build, _linear
+
+    ta, ca = _linear(a)
+    tb, cb = _linear(b)
+    if not ta and tb:  # c <cmp> expr + d   ->   c - d <cmp> expr
+        return cmp(const(ca - cb, a.dtype), _build(tb, 0, b.dtype))
+    if ta and not tb:  # expr + d <cmp> c   ->   expr <cmp> c - d
+        return cmp(_build(ta, 0, a.dtype), const(cb - ca, b.dtype))
+    return cmp(a, b)
 
 
 def _carried_predicate(block: Block, values: list[PrimExpr]) -> PrimExpr:
@@ -338,7 +557,7 @@ def compute_at(
             blocks=[block_name, *outside],
         )
     for prod in producers_of(block, siblings):
-        if _under(paths[prod.name], loop):
+        if _under(paths[prod.name], loop):  # (a valid program never has this)
             raise DependencyOrderError(
                 p,
                 f'block "{block_name}" reads from block "{prod.name}", which is under loop '
@@ -347,10 +566,10 @@ def compute_at(
                 loops=[loop_var],
                 blocks=[block_name, prod.name],
             )
-    var_ranges = _map_to_iters(
-        p, func, block, _needed(block, inside, paths, loop), writes=True, where=where
-    )
-    nest = _cover(p, func, block, var_ranges, loop, preserve_unit_loops, where)
+    bounds = loop_bounds(func)
+    required = _required(block.writes, inside, lambda b: b.reads, paths, loop, True, bounds)
+    doms = _var_domains(p, func, block, block.writes, required, False, bounds, where)
+    nest = _cover(p, func, block, doms, loop, preserve_unit_loops)
     func = remove_stmt(func, bpath, p)
     before = {c.name for c in inside}
     return _insert(p, func, loop_var, nest, before, set(), index, where)
@@ -363,15 +582,19 @@ def reverse_compute_at(
     preserve_unit_loops: bool = False,
     index: int = -1,
 ) -> PrimFunc:
-    """Move consumer ``block_name`` under loop ``loop_var`` of its producers."""
+    """Move consumer ``block_name`` under loop ``loop_var`` of its producers.
+
+    As in TVM, the block may be a reduction (its reduction then runs in pieces, one per
+    iteration of the loop, in order), and every one of its producers must be under the
+    loop."""
     p = "reverse_compute_at"
     bpath, block, loop, siblings, paths, where = _prepare(p, func, block_name, loop_var)
     _check_index(p, func, index, where)
-    if block.init is not None or block.is_reduction:
+    if block.init is not None and not block.is_reduction:
         raise NotCompleteBlockError(
             p,
-            f'block "{block_name}" is a reduction block; only complete blocks can be moved '
-            f'under a loop of their producers (loop "{loop_var.name}")',
+            f'block "{block_name}" has an init statement but no reduction iter var; only '
+            f'complete or reduction blocks can be moved under loop "{loop_var.name}"',
             func,
             **where,
         )
@@ -384,19 +607,17 @@ def reverse_compute_at(
             func,
             **where,
         )
-    order = [b.name for b in siblings]
-    loop_blocks = [b.name for b in siblings if _under(paths[b.name], loop)]
-    first_in_loop = min(order.index(n) for n in loop_blocks)
-    for prod in producers:
-        if prod not in inside and order.index(prod.name) > first_in_loop:
-            raise DependencyOrderError(
-                p,
-                f'block "{block_name}" reads from block "{prod.name}", which runs after loop '
-                f'"{loop_var.name}"',
-                func,
-                loops=[loop_var],
-                blocks=[block_name, prod.name],
-            )
+    outside = [b.name for b in producers if b not in inside]
+    if outside:
+        names = ", ".join(f'"{n}"' for n in outside)
+        raise ProducersOutsideLoopError(
+            p,
+            f'block "{block_name}" also reads from {names} outside loop "{loop_var.name}"; '
+            "every producer of the block must be under the loop",
+            func,
+            loops=[loop_var],
+            blocks=[block_name, *outside],
+        )
     for cons in consumers_of(block, siblings):
         if _under(paths[cons.name], loop):
             raise DependencyOrderError(
@@ -407,11 +628,11 @@ def reverse_compute_at(
                 loops=[loop_var],
                 blocks=[block_name, cons.name],
             )
-    var_ranges = _map_to_iters(
-        p, func, block, _produced(block, inside, paths, loop), writes=False, where=where
-    )
-    _check_covers_domain(p, func, block, var_ranges, where)
-    nest = _cover(p, func, block, var_ranges, loop, preserve_unit_loops, where)
+    bounds = loop_bounds(func)
+    required = _required(block.reads, inside, lambda b: b.writes, paths, loop, False, bounds)
+    doms = _var_domains(p, func, block, block.reads, required, True, bounds, where)
+    _check_covers_domain(p, func, block, doms, where)
+    nest = _cover(p, func, block, doms, loop, preserve_unit_loops)
     func = remove_stmt(func, bpath, p)
     after = {b.name for b in inside}
     return _insert(p, func, loop_var, nest, set(), after, index, where)
@@ -430,116 +651,13 @@ def _shared_across_threads(path: list[Stmt], loop: For, buffer: Buffer) -> dict:
     return out
 
 
-def _touched(own, others: list[Block], their, paths, loop: For) -> dict[Buffer, list]:
-    """Per buffer in ``own`` (the moved block's writes, or reads): the union box of what
-    ``others`` under ``loop`` access of it through ``their`` (their reads, or writes),
-    with the loops below ``loop`` (and threads sharing the buffer) relaxed."""
-    out: dict[Buffer, list] = {}
-    for mine in own or ():
-        buf = mine.buffer
-        regions = []
-        for other in others:
-            inner = _inner_loops(paths[other.name], loop)
-            inner.update(_shared_across_threads(paths[other.name], loop, buf))
-            accesses = [a for a in their(other) or () if a.buffer is buf]
-            if accesses:
-                regions.append(_relaxed_region(accesses, _bindings(other), inner, buf))
-        if regions:
-            out[buf] = _union(regions)
-    return out
-
-
-def _needed(block: Block, consumers: list[Block], paths, loop: For) -> dict[Buffer, list]:
-    """Per buffer the block writes: the region its consumers under ``loop`` read."""
-    return _touched(block.writes, consumers, lambda b: b.reads, paths, loop)
-
-
-def _produced(block: Block, producers: list[Block], paths, loop: For) -> dict[Buffer, list]:
-    """Per buffer the block reads: the region its producers under ``loop`` write."""
-    return _touched(block.reads, producers, lambda b: b.writes, paths, loop)
-
-
-def _union(boxes: list[list]) -> list:
-    """Per dimension, the union of the boxes; extent None where it is not a box."""
-    dims = []
-    for d in range(len(boxes[0])):
-        base, ext = boxes[0][d]
-        lo, hi = 0, ext
-        for box in boxes[1:]:
-            mn, e = box[d]
-            diff = simplify(sub(mn, base))
-            if hi is None or e is None or not isinstance(diff, IntImm):
-                hi = None
-                break
-            lo, hi = min(lo, diff.value), max(hi, diff.value + e)
-        dims.append((simplify(base + lo), None if hi is None else hi - lo))
-    return dims
-
-
-def _map_to_iters(
-    primitive: str,
-    func: PrimFunc,
-    block: Block,
-    regions: dict[Buffer, list],
-    writes: bool,
-    where: dict,
-) -> dict[Var, tuple[PrimExpr, int]]:
-    """Turn buffer boxes into iter-var ranges through the block's own access indices.
-
-    compute_at (``writes``): an iter var that cannot be pinned keeps its whole domain,
-    which is still correct (recomputation). reverse_compute_at: the consumer may only
-    read what was produced, so every constraint must map exactly."""
-    ranges: dict[Var, tuple[PrimExpr, int]] = {}
-    iter_vars = {iv.var: iv for iv in block.iter_vars}
-    accesses = block.writes if writes else block.reads
-    for acc in accesses or ():
-        box = regions.get(acc.buffer)
-        if box is None:
-            continue
-        for d, ((idx, idx_ext), (mn, ext)) in enumerate(zip(acc.region, box, strict=True)):
-            if ext is None and not writes:
-                raise RegionNotInvertibleError(
-                    primitive,
-                    f'what the producers write of "{acc.buffer.name}" under loop '
-                    f'"{where["loops"][0].name}" is not a rectangular tile (dimension {d}), so '
-                    f'block "{block.name}" cannot be placed there exactly',
-                    func,
-                    **where,
-                )
-            if ext is None or not (isinstance(idx_ext, IntImm) and idx_ext.value == 1):
-                if writes:
-                    continue
-                raise _not_invertible(primitive, func, block, acc.buffer, d, where)
-            var, offset = _var_plus_const(idx, iter_vars)
-            if var is None:
-                if writes:
-                    continue
-                raise _not_invertible(primitive, func, block, acc.buffer, d, where)
-            start = simplify(mn - offset)
-            if var in ranges:
-                old_start, old_ext = ranges[var]
-                if not (isinstance(simplify(sub(old_start, start)), IntImm) and old_ext == ext):
-                    raise _not_invertible(primitive, func, block, acc.buffer, d, where)
-                continue
-            ranges[var] = (start, ext)
-    return ranges
-
-
-def _var_plus_const(idx: PrimExpr, iter_vars) -> tuple[Var | None, int]:
-    from ...ir.simplify import _linear
-
-    terms, cst = _linear(idx)
-    if len(terms) == 1 and terms[0][1] == 1 and terms[0][0] in iter_vars:
-        return terms[0][0], cst  # type: ignore[return-value]
-    return None, 0
-
-
 def _not_invertible(primitive, func, block, buffer, dim, where) -> RegionNotInvertibleError:
     return RegionNotInvertibleError(
         primitive,
         f'block "{block.name}" indexes dimension {dim} of "{buffer.name}" with an expression '
-        "that is not one iter var plus a constant, so the region cannot be mapped onto its "
-        f'iter vars under loop "{where["loops"][0].name}"',
+        "that cannot be solved for its iter vars (not an affine map of them, nor v, v * c, "
+        f'v // c or v % c), so the region cannot be mapped onto them under loop '
+        f'"{where["loops"][0].name}"',
         func,
         **where,
     )
@@ -550,15 +668,35 @@ class DomainNotCoveredError(ScheduleError):
     (e.g. a padding stage whose border does not depend on the producer)."""
 
 
-def _check_covers_domain(primitive, func, block: Block, var_ranges, where) -> None:
-    """reverse_compute_at: the union over the loops of the ranges must be the domain."""
+def _reaches(func: PrimFunc, end: PrimExpr, extent) -> bool:
+    """Does ``end`` reach ``extent - 1`` at the loops' last iteration (symbolic extents:
+    ``i_0 * 8 + 7`` under ``i_0`` in ``[0, (n + 7) // 8)`` reaches ``n - 1``)?"""
+    from ...ir.expr import extent_expr
+    from ...ir.functor import iter_stmts
+    from ...ir.simplify import prove_nonneg, symbolic_max
+
+    loops = {s.loop_var: s.extent for s in iter_stmts(func.body) if isinstance(s, For)}
+    top = symbolic_max(end, loops)
+    if top is None:
+        return False
+    shape_bounds = {v: (1, None) for v in func.shape_vars}
+    return prove_nonneg(simplify(top - (extent_expr(extent, end.dtype) - 1)), shape_bounds)
+
+
+def _check_covers_domain(primitive, func, block: Block, doms, where) -> None:
+    """reverse_compute_at: over all iterations of the loops the new ranges must cover
+    each iter var's domain (TVM does not check this; a block that covers less would leave
+    part of its output uncomputed)."""
     bounds = loop_bounds(func)
     for iv in block.iter_vars:
-        if iv.var not in var_ranges:
-            continue
-        start, ext = var_ranges[iv.var]
-        lo, hi = int_range(start, bounds)
-        if lo is None or hi is None or lo > 0 or hi + ext < iv.extent:
+        (start, end), _ = doms[iv.var]
+        lo, _ = int_range(start, bounds)
+        _, hi = int_range(end, bounds)
+        if isinstance(iv.extent, PrimExpr) or hi is None:  # symbolic: prove it
+            covered = lo is not None and lo <= 0 and _reaches(func, end, iv.extent)
+        else:
+            covered = lo is not None and lo <= 0 and hi >= iv.extent - 1
+        if not covered:
             raise DomainNotCoveredError(
                 primitive,
                 f'under loop "{where["loops"][0].name}", block "{block.name}" would only run '

@@ -11,13 +11,42 @@ Before and after ``compute_inline(B)`` with ``B = A * 2`` and ``C = B + 1``::
     with T.block("C"):
         C[vi, vj] = B[vi, vj] + 1
 
+The rules are TVM's:
+
+* compute_inline: the producer's store indices are its iter vars, or any map of them
+  that visits each element once (``B[vj, vi]``, ``B[vi // 16, vi % 16]``); its predicate
+  does not matter (the values are a function of the indices).
+* reverse_compute_inline: the consumer reads the producer's buffer at one affine map of
+  its iter vars (``B[(vi * 32 + vj) // 128, (vi * 32 + vj) % 128]``) and has no predicate;
+  the map is inverted onto the producer's store indices. Where the producer computes more
+  than the consumer's domain (a padded or split loop), the producer gets the predicate
+  that keeps it inside the consumer's domain, ``T.where(i < 127)``, so it never writes
+  past the consumer's output. A producer that covers less than the consumer's domain is
+  refused.
+
 The inlined buffer's allocation disappears with its block.
 """
 
 from __future__ import annotations
 
-from ...ir import Block, Buffer, BufferLoad, BufferStore, IntImm, PrimExpr, PrimFunc, Var
+from dataclasses import replace
+
+from ...ir import (
+    Block,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    IfThenElse,
+    IntImm,
+    PrimExpr,
+    PrimFunc,
+    Var,
+)
+from ...ir.expr import GE, LT, And, FloorDiv, const
 from ...ir.functor import Mutator, iter_exprs, substitute
+from ...ir.intset import EMPTY, eval_interval, prove_le
+from ...ir.iter_map import detect_iter_map, inverse_iter_map
+from ...ir.simplify import and_, simplify, struct_key
 from ..errors import ScheduleError
 from ._common import (
     consumers_of,
@@ -40,7 +69,18 @@ class OutputBlockError(ScheduleError):
 
 
 class NonInjectiveIndexError(ScheduleError):
-    """The block's indices are not distinct iter vars, so they cannot be inverted."""
+    """The block's indices are not a one-to-one map of its iter vars, so they cannot be
+    inverted."""
+
+
+class ProducerNotCoveringError(ScheduleError):
+    """reverse_compute_inline: the producer computes only part of the consumer's domain,
+    so folding the consumer into it would leave outputs uncomputed."""
+
+
+class BufferMatchedError(ScheduleError):
+    """The buffer to inline is matched (``T.match_buffer``) by a block, an access the
+    primitive cannot rewrite."""
 
 
 def _single_store(primitive: str, func: PrimFunc, block: Block) -> BufferStore:
@@ -58,33 +98,30 @@ def _single_store(primitive: str, func: PrimFunc, block: Block) -> BufferStore:
             func,
             blocks=[block.name],
         )
-    if not (isinstance(block.predicate, IntImm) and block.predicate.value):
-        raise NotInlinableError(
-            primitive,
-            f'block "{block.name}" has a predicate (T.where); it cannot be inlined',
-            func,
-            blocks=[block.name],
-        )
     return block.body
 
 
-def _pure_vars(primitive, func, block: Block, indices, what: str) -> list[Var]:
-    own = {iv.var for iv in block.iter_vars}
-    vars_ = [i for i in indices if isinstance(i, Var) and i in own]
-    if len(vars_) != len(indices) or len(set(vars_)) != len(vars_) or set(vars_) != own:
-        shown = ", ".join(str(i) for i in indices)
-        raise NonInjectiveIndexError(
-            primitive,
-            f'block "{block.name}" {what} [{shown}]; inlining needs every index to be a '
-            "distinct iter var of the block, covering all of them",
-            func,
-            blocks=[block.name],
-        )
-    return vars_
+def _is_true(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and bool(e.value)
 
 
 def _allocated(func: PrimFunc, buffer: Buffer) -> bool:
     return buffer not in func.params
+
+
+def _check_not_matched(primitive: str, func: PrimFunc, scope: Block, buf: Buffer, name: str):
+    from ...ir.analysis import iter_blocks
+
+    for b in iter_blocks(scope):
+        for m in getattr(b, "match_buffers", ()) or ():
+            if m.source.buffer is buf:
+                raise BufferMatchedError(
+                    primitive,
+                    f'buffer "{buf.name}" of block "{name}" is matched by block "{b.name}" '
+                    "(T.match_buffer); its accesses there cannot be rewritten",
+                    func,
+                    blocks=[name, b.name],
+                )
 
 
 class _ReplaceLoads(Mutator):
@@ -98,6 +135,43 @@ class _ReplaceLoads(Mutator):
         if isinstance(e, BufferLoad) and e.buffer is self.buffer:
             return self.make(tuple(self.visit_expr(i) for i in e.indices))
         return super().visit_expr(e)
+
+
+def _iter_extents(block: Block) -> dict[Var, int]:
+    return {iv.var: iv.extent for iv in block.iter_vars}
+
+
+def _store_inverse(primitive: str, func: PrimFunc, block: Block, store: BufferStore):
+    """(placeholders, value): the producer's value as a function of its store indices.
+
+    The fast path is TVM's: indices that are the iter vars in order (or 0 for a unit iter
+    var). Otherwise the indices must be a bijective affine map of the iter vars, which is
+    inverted onto placeholder variables, one per index."""
+    ivs = block.iter_vars
+    if len(ivs) == len(store.indices) and all(
+        idx is iv.var or (iv.extent == 1 and isinstance(idx, IntImm) and idx.value == 0)
+        for idx, iv in zip(store.indices, ivs, strict=True)
+    ):
+        holders = [iv.var for iv in ivs]
+        zeros = {iv.var: const(0, iv.var.dtype) for iv, i in zip(ivs, store.indices)
+                 if i is not iv.var}
+        return holders, substitute(store.value, zeros)
+    m = detect_iter_map(store.indices, _iter_extents(block), bijective=True)
+    holders = [Var(f"ph_{k}", i.dtype) for k, i in enumerate(store.indices)]
+    inverse = inverse_iter_map(m, holders) if m is not None else None
+    if inverse is None:
+        shown = ", ".join(str(i) for i in store.indices)
+        raise NonInjectiveIndexError(
+            primitive,
+            f'block "{block.name}" writes "{store.buffer.name}" at [{shown}]; inlining needs '
+            "the indices to visit each element once (a one-to-one map of its iter vars)",
+            func,
+            blocks=[block.name],
+        )
+    for iv in ivs:
+        if iv.extent == 1:
+            inverse.setdefault(iv.var, const(0, iv.var.dtype))
+    return holders, substitute(store.value, inverse)
 
 
 def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
@@ -119,7 +193,8 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
         raise NotInlinableError(
             p, f'block "{block_name}" reads the buffer it writes', func, blocks=[block_name]
         )
-    siblings = scope_blocks(scope_of(path))
+    scope = scope_of(path)
+    siblings = scope_blocks(scope)
     for other in siblings:
         if other is not block and any(w.buffer is buf for w in other.writes or ()):
             raise NotInlinableError(
@@ -128,15 +203,40 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
                 func,
                 blocks=[block_name, other.name],
             )
-    order = _pure_vars(p, func, block, store.indices, f'writes "{buf.name}" at')
+    _check_not_matched(p, func, scope, buf, block_name)
+    holders, value = _store_inverse(p, func, block, store)
 
     def make(indices):
-        return substitute(store.value, dict(zip(order, indices, strict=True)))
+        return substitute(value, dict(zip(holders, indices, strict=True)))
 
     func = remove_stmt(func, path, p)
     new_root = _ReplaceLoads(buf, make).visit_stmt(func.body)
     func = func.with_body(new_root)  # type: ignore[arg-type]
     return remove_alloc(func, buf)
+
+
+# ---------------------------------------------------------------------------
+# reverse_compute_inline
+
+
+def _producer_store(primitive, func, block: Block, producer: Block):
+    """The producer's store, and the condition of the ``if`` around it (TVM accepts a
+    body ``if cond: B[...] = ...`` without else)."""
+    body, cond = producer.body, None
+    if isinstance(body, IfThenElse) and body.else_case is None:
+        body, cond = body.then_case, body.condition
+    if producer.init is not None or producer.is_reduction or not isinstance(body, BufferStore):
+        kind = "a reduction" if producer.init is not None or producer.is_reduction else (
+            "not a single store"
+        )
+        raise NotInlinableError(
+            primitive,
+            f'block "{block.name}" cannot be folded into its producer "{producer.name}", '
+            f"which is {kind}",
+            func,
+            blocks=[block.name, producer.name],
+        )
+    return body, cond
 
 
 def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
@@ -145,7 +245,16 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     path = find_block_path(func, p, block_name)
     block: Block = path[-1]  # type: ignore[assignment]
     store = _single_store(p, func, block)
-    siblings = scope_blocks(scope_of(path))
+    if not _is_true(block.predicate):
+        raise NotInlinableError(
+            p,
+            f'block "{block_name}" has a predicate (T.where); it cannot be folded into its '
+            "producer",
+            func,
+            blocks=[block_name],
+        )
+    scope = scope_of(path)
+    siblings = scope_blocks(scope)
     producers = producers_of(block, siblings)
     if len(producers) != 1:
         names = ", ".join(f'"{b.name}"' for b in producers) or "none"
@@ -153,18 +262,10 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             p,
             f'block "{block_name}" must have exactly one producer block, it has {names}',
             func,
-            blocks=[block_name],
+            blocks=[block_name, *(b.name for b in producers)],
         )
     producer = producers[0]
-    try:
-        pstore = _single_store(p, func, producer)
-    except NotInlinableError as e:
-        raise NotInlinableError(
-            p,
-            f'block "{block_name}" cannot be folded into its producer: {e.message}',
-            func,
-            blocks=[block_name, producer.name],
-        ) from None
+    pstore, pcond = _producer_store(p, func, block, producer)
     buf = pstore.buffer
     if not _allocated(func, buf):
         raise OutputBlockError(
@@ -184,6 +285,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             func,
             blocks=[block_name, *others],
         )
+    _check_not_matched(p, func, scope, buf, block_name)
     loads = [x for x in iter_exprs(store.value) if isinstance(x, BufferLoad) and x.buffer is buf]
     loads += [
         x
@@ -191,21 +293,90 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
         for x in iter_exprs(i)
         if isinstance(x, BufferLoad) and x.buffer is buf
     ]
-    keys = {tuple(str(i) for i in x.indices) for x in loads}
+    keys = {tuple(struct_key(i) for i in x.indices) for x in loads}
     if len(keys) != 1:
         raise NonInjectiveIndexError(
             p,
             f'block "{block_name}" reads "{buf.name}" at several different indices',
             func,
-            blocks=[block_name],
+            blocks=[block_name, producer.name],
         )
-    cvars = _pure_vars(p, func, block, loads[0].indices, f'reads "{buf.name}" at')
-    mapping = dict(zip(cvars, pstore.indices, strict=True))
+    load_indices = loads[0].indices
+    m = detect_iter_map(load_indices, _iter_extents(block), bijective=False)
+    mapping = inverse_iter_map(m, pstore.indices) if m is not None else None
+    for iv in block.iter_vars:
+        if iv.extent == 1 and mapping is not None:
+            mapping.setdefault(iv.var, const(0, iv.var.dtype))
+    missing = [] if mapping is None else [iv for iv in block.iter_vars if iv.var not in mapping]
+    if mapping is None or missing:
+        shown = ", ".join(str(i) for i in load_indices)
+        raise NonInjectiveIndexError(
+            p,
+            f'block "{block_name}" reads "{buf.name}" at [{shown}]; the producer\'s store cannot '
+            "be mapped back onto every iter var of the block (the indices must be an affine "
+            "map that uses them all)",
+            func,
+            blocks=[block_name, producer.name],
+        )
+    pbounds = {iv.var: (0, iv.extent - 1) for iv in producer.iter_vars}
+    pdom = {v: (const(0), const(hi)) for v, (_, hi) in pbounds.items()}
+    in_bounds: PrimExpr = const(True)
+    for iv in block.iter_vars:
+        e = simplify(mapping[iv.var], pbounds)
+        r = eval_interval(e, pdom, pbounds)
+        if r is None or r is EMPTY:
+            continue
+        if (isinstance(r[0], IntImm) and r[0].value > 0) or (
+            isinstance(r[1], IntImm) and r[1].value < iv.extent - 1
+        ):
+            raise ProducerNotCoveringError(
+                p,
+                f'block "{producer.name}" computes only part of the domain of block '
+                f'"{block_name}" ("{iv.var.name}" in [0, {iv.extent}) would come from '
+                f"[{r[0]}, {r[1]}]); it cannot take over that block's work",
+                func,
+                blocks=[block_name, producer.name],
+            )
+        if not prove_le(const(0), e, pbounds):
+            in_bounds = and_(in_bounds, GE(e, const(0)))
+        if not prove_le(e, const(iv.extent - 1), pbounds):
+            in_bounds = and_(in_bounds, LT(e, const(iv.extent)))
     value = _ReplaceLoads(buf, lambda _idx: pstore.value).visit_expr(store.value)
     value = substitute(value, mapping)
-    indices = tuple(substitute(i, mapping) for i in store.indices)
-    new_producer = producer.with_body(BufferStore(store.buffer, value, indices))
+    indices = tuple(simplify(substitute(i, mapping), pbounds) for i in store.indices)
+    new_store = BufferStore(store.buffer, value, indices)
+    new_producer = _with_predicate(producer, new_store, pcond, in_bounds)
     func = remove_stmt(func, path, p)
     ppath = find_block_path(func, p, producer.name)
     func = replace_path(func, ppath, new_producer)
     return remove_alloc(func, buf)
+
+
+def _with_predicate(producer: Block, store: BufferStore, pcond, in_bounds: PrimExpr) -> Block:
+    """The producer storing ``store`` (under its ``if``, if it had one), its predicate
+    narrowed by ``in_bounds`` (in its iter vars) written over its loops."""
+    body = store if pcond is None else IfThenElse(pcond, store)
+    if _is_true(in_bounds):
+        return producer.with_body(body)
+    if pcond is not None:  # TVM folds the if into the new predicate
+        in_bounds, body = and_(in_bounds, pcond), store
+    bindings = {iv.var: v for iv, v in zip(producer.iter_vars, producer.iter_values, strict=True)}
+    cond = _undivide(simplify(substitute(in_bounds, bindings)))
+    old = producer.predicate
+    if _is_true(old) or struct_key(old) == struct_key(cond):
+        predicate = cond
+    else:
+        predicate = and_(old, cond)
+    return replace(producer.with_body(body), predicate=predicate)
+
+
+def _undivide(cond: PrimExpr) -> PrimExpr:
+    """``x // c < k`` as ``x < k * c`` (and ``>=`` alike) through a conjunction, as TVM's
+    simplifier writes a fused loop's bound: ``i < 16255``, not ``i // 128 < 127``."""
+    if isinstance(cond, And):
+        return and_(_undivide(cond.a), _undivide(cond.b))
+    if isinstance(cond, (LT, GE)) and isinstance(cond.a, FloorDiv):
+        c, k = cond.a.b, cond.b
+        if isinstance(c, IntImm) and c.value > 0 and isinstance(k, IntImm):
+            return type(cond)(cond.a.a, const(k.value * c.value, k.dtype))
+    return cond

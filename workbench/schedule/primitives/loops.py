@@ -10,14 +10,42 @@ split, before and after ``split(j, factors=[None, 4])``::
         with T.block("C"):                     with T.block("C"):
             vi, vj = T.axis.remap(...)             vi = T.axis.spatial(128, i)
                                                    vj = T.axis.spatial(128, j_0 * 4 + j_1)
+
+split and fuse rewrite every use of the old loop variables below the loop: block
+bindings and predicates, and also nested blocks (their bindings, regions and
+``match_buffer`` sources) and the bodies of opaque blocks, which may index buffers with
+the loop variable directly (``A[i]``). As in TVM they refuse a loop bound to a thread
+axis or carrying annotations (``AnnotatedLoopError``); a parallel, vectorized or unrolled
+loop is split or fused into serial loops.
+
+reorder follows TVM's conditions: a single chain of directly nested loops, and the
+blocks under it must have affine bindings (with their predicates) over the loops from
+the outermost loop reordered down to the block (``NotAffineBindingError``). Thread-bound,
+parallel and annotated loops move with their kinds and annotations. Beyond TVM, a loop
+that drives both a spatial and a reduction iter var of a block does not move
+(``MixedIterTypeLoopError``): TVM allows it and can then run a reduction step before the
+element's initialisation (wrong results after ``fuse(j, k)`` and an uneven ``split``).
 """
 
 from __future__ import annotations
 
-from ...ir import Block, For, PrimExpr, PrimFunc, Stmt, Var
-from ...ir.expr import LT, const
-from ...ir.functor import iter_stmts, uses_var
-from ...ir.simplify import add, floordiv, floormod, mul
+from dataclasses import replace
+
+from ...ir import (
+    Block,
+    BufferRegion,
+    For,
+    IfThenElse,
+    Mutator,
+    PrimExpr,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+)
+from ...ir.expr import LT, Add, IntImm, Mul, const, extent_expr, is_float
+from ...ir.functor import iter_exprs, iter_stmts, substitute, uses_var
+from ...ir.simplify import add, and_, floordiv, floormod, mul, simplify
 from ..errors import (
     BoundLoopError,
     DuplicateLoopError,
@@ -29,7 +57,6 @@ from ..errors import (
     WrongFactorProductError,
 )
 from ._common import (
-    BindingRewriter,
     child_block_names,
     find_loop_path,
     find_loop_paths,
@@ -38,11 +65,97 @@ from ._common import (
     names_in_scope,
     replace_path,
 )
+from .affine_binding import affine_problem
 
 
 class MixedIterTypeLoopError(ScheduleError):
     """A loop drives both a spatial and a reduction iter var of one block; moving it
     would let a reduction step run before that element's initialisation."""
+
+
+class AnnotatedLoopError(ScheduleError):
+    """``split``/``fuse`` of a loop that carries annotations (TVM refuses these too:
+    the annotations could not be kept meaningfully on the new loops)."""
+
+
+class DependentLoopError(ScheduleError):
+    """``fuse``/``reorder``: a loop's extent uses the variable of a loop that would no
+    longer enclose it (``for j in range(i)`` fused with, or moved above, ``i``)."""
+
+
+class NotAffineBindingError(ScheduleError):
+    """``reorder``: a block under the loops has bindings that are not an affine map of
+    those loops (with its predicate), e.g. ``vl = l * 16`` or ``vi = i * i``."""
+
+
+class _LoopVarRewriter(Mutator):
+    """Substitute loop variables everywhere below a loop: block bindings and
+    predicates, nested blocks (bindings, regions, match_buffer sources), and the bodies
+    of opaque blocks, which may use a loop variable directly. Integer and boolean
+    expressions are simplified with the loop ranges known. ``predicate`` is added to the
+    blocks named in ``predicate_blocks`` (those directly under the loop)."""
+
+    def __init__(
+        self,
+        mapping: dict[Var, PrimExpr],
+        bounds: dict,
+        predicate: PrimExpr | None = None,
+        predicate_blocks: set[str] | None = None,
+        raw_mapping: dict[Var, PrimExpr] | None = None,
+    ):
+        self.mapping = mapping
+        self.bounds = bounds
+        self.predicate = predicate
+        self.predicate_blocks = predicate_blocks or set()
+        self.raw = _RawSubstituter(raw_mapping or mapping)
+
+    def _uses(self, e: PrimExpr) -> bool:
+        return any(isinstance(x, Var) and x in self.mapping for x in iter_exprs(e))
+
+    def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        if not self._uses(e):
+            return e
+        if is_float(e.dtype):  # a value: rewrite the indices inside it
+            return super().visit_expr(e)
+        return simplify(substitute(e, self.mapping), self.bounds)
+
+    def _regions(self, regions):
+        out = []
+        for r in regions or ():
+            new = tuple((self.visit_expr(mn), self.visit_expr(ext)) for mn, ext in r.region)
+            same = all(a is b for x, y in zip(new, r.region, strict=True) for a, b in zip(x, y))
+            out.append(r if same else BufferRegion(r.buffer, new))
+        return tuple(out)
+
+    def visit_block(self, b: Block) -> Block:
+        new = super().visit_block(b)
+        # predicates are rewritten as TVM does: substituted, not simplified, and the
+        # guard of an uneven split appended as it was built
+        pred = self.raw.visit_expr(b.predicate) if self._uses(b.predicate) else b.predicate
+        if self.predicate is not None and b.name in self.predicate_blocks:
+            pred = and_(pred, self.predicate)
+        reads, writes = self._regions(b.reads), self._regions(b.writes)
+        if (
+            new is b
+            and pred is b.predicate
+            and all(x is y for x, y in zip(reads, b.reads or (), strict=True))
+            and all(x is y for x, y in zip(writes, b.writes or (), strict=True))
+        ):
+            return b
+        # the regions are the old ones rewritten (so declared regions stay as declared)
+        return replace(new, predicate=pred, reads=reads, writes=writes)
+
+
+class _RawSubstituter(Mutator):
+    """Substitute variables, rebuilding the nodes around them as they were."""
+
+    def __init__(self, mapping: dict[Var, PrimExpr]):
+        self.mapping = mapping
+
+    def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, Var):
+            return self.mapping.get(e, e)
+        return super().visit_expr(e)
 
 
 def _mixed_iter_block(loop: For) -> tuple[str, str, str] | None:
@@ -58,12 +171,22 @@ def _mixed_iter_block(loop: For) -> tuple[str, str, str] | None:
     return None
 
 
-def _check_unbound(primitive: str, func: PrimFunc, loop: For) -> None:
+def _check_plain(primitive: str, func: PrimFunc, loop: For) -> None:
+    """TVM's condition for split and fuse: no thread binding, no annotations."""
     if loop.kind == "thread_binding":
         raise BoundLoopError(
             primitive,
             f'loop "{loop.loop_var.name}" is bound to {loop.thread_tag}; '
             f"{primitive} works on unbound loops only",
+            func,
+            loops=[loop.loop_var],
+        )
+    if loop.annotations:
+        keys = ", ".join(f'"{k}"' for k, _ in loop.annotations)
+        raise AnnotatedLoopError(
+            primitive,
+            f'loop "{loop.loop_var.name}" has annotations ({keys}); {primitive} works on '
+            "loops without annotations (unannotate them first)",
             func,
             loops=[loop.loop_var],
         )
@@ -85,7 +208,7 @@ def split(
     path = find_loop_path(func, "split", loop_var)
     loop: For = path[-1]  # type: ignore[assignment]
     name = loop.loop_var.name
-    _check_unbound("split", func, loop)
+    _check_plain("split", func, loop)
     if len(factors) < 2:
         raise InvalidFactorsError(
             "split",
@@ -116,33 +239,55 @@ def split(
     for f in factors:
         if f is not None:
             known *= f
-    sizes = [(-(-loop.extent // known)) if f is None else f for f in factors]
-    product = 1
-    for f in sizes:
-        product *= f
-    if product < loop.extent:
-        raise WrongFactorProductError(
-            "split",
-            f'factors {factors} multiply to {product}, but loop "{name}" has extent {loop.extent}',
-            func,
-            loops=[loop_var],
-        )
+    dt = loop.loop_var.dtype  # the new loops keep the index type (int64 stays int64)
+    if isinstance(loop.extent, int):
+        sizes: list = [(-(-loop.extent // known)) if f is None else f for f in factors]
+        product = 1
+        for f in sizes:
+            product *= f
+        if product < loop.extent:
+            raise WrongFactorProductError(
+                "split",
+                f"factors {factors} multiply to {product}, but loop \"{name}\" has extent "
+                f"{loop.extent}",
+                func,
+                loops=[loop_var],
+            )
+        needs_guard = product > loop.extent
+    else:  # a symbolic extent n: infer ceildiv(n, product); guard unless the rest is 1
+        if None not in factors:
+            raise WrongFactorProductError(
+                "split",
+                f"factors {factors} multiply to {known}, which cannot be shown to cover loop "
+                f'"{name}" of symbolic extent {loop.extent}; use None for one factor',
+                func,
+                loops=[loop_var],
+            )
+        inferred = simplify(floordiv(loop.extent + const(known - 1, dt), const(known, dt)))
+        sizes = [inferred if f is None else f for f in factors]
+        over = simplify(inferred * known - loop.extent)  # 0 when the factors divide n
+        needs_guard = not (isinstance(over, IntImm) and over.value == 0)
     taken = names_in_scope(func, path, loop)
-    new_vars = [Var(fresh_name(f"{name}_{i}", taken)) for i in range(len(sizes))]
-    fused: PrimExpr = const(0)
+    new_vars = [Var(fresh_name(f"{name}_{i}", taken), dt) for i in range(len(sizes))]
+    fused: PrimExpr = const(0, dt)
     for v, f in zip(new_vars, sizes, strict=True):
-        term = const(0) if (f == 1 and not preserve_unit_iters) else v
-        fused = add(mul(fused, const(f)), term)
+        term = const(0, dt) if (isinstance(f, int) and f == 1 and not preserve_unit_iters) else v
+        fused = add(mul(fused, f if isinstance(f, PrimExpr) else const(f, dt)), term)
     bounds = loop_bounds(func)
     bounds.update({v: (0, f - 1) for v, f in zip(new_vars, sizes, strict=True)})
+    # TVM's form of the split value in predicates: ((v0 * f1 + v1) * f2 + v2) ...
+    raw: PrimExpr = new_vars[0]
+    for v, f in zip(new_vars[1:], sizes[1:], strict=True):
+        raw = Add(Mul(raw, f if isinstance(f, PrimExpr) else const(f, dt)), v)
     predicate = None
-    if product > loop.extent and not disable_predication:
-        predicate = LT(fused, const(loop.extent))
-    rewriter = BindingRewriter(
+    if needs_guard and not disable_predication:
+        predicate = LT(raw, extent_expr(loop.extent, dt))
+    rewriter = _LoopVarRewriter(
         {loop_var: fused},
         bounds,
         predicate,
         child_block_names(loop) if predicate is not None else None,
+        raw_mapping={loop_var: raw},
     )
     body: Stmt = rewriter.visit_stmt(loop.body)
     for v, f in reversed(list(zip(new_vars, sizes, strict=True))):
@@ -162,7 +307,7 @@ def fuse(
     paths = find_loop_paths(func, "fuse", loop_vars)
     loops: list[For] = [p[-1] for p in paths]  # type: ignore[misc]
     for lp in loops:
-        _check_unbound("fuse", func, lp)
+        _check_plain("fuse", func, lp)
     for outer, inner in zip(loops, loops[1:]):
         if outer.body is not inner:
             raise LoopsNotNestedError(
@@ -172,31 +317,33 @@ def fuse(
                 func,
                 loops=[outer.loop_var, inner.loop_var],
             )
+    for pos, lp in enumerate(loops):
+        _check_independent_extent("fuse", func, lp, loops[:pos])
+    # the fused loop is int64 if any loop is; a symbolic extent makes the product symbolic
+    dt = "int64" if any(lp.loop_var.dtype == "int64" for lp in loops) else "int32"
     extent = 1
     for lp in loops:
-        extent *= lp.extent
+        extent = extent * lp.extent if isinstance(lp.extent, int) else extent_expr(
+            extent, dt
+        ) * lp.extent
     taken = names_in_scope(func, paths[0], loops[0])
-    fused_var = Var(fresh_name("_".join(v.name for v in loop_vars) + "_fused", taken))
+    fused_var = Var(fresh_name("_".join(v.name for v in loop_vars) + "_fused", taken), dt)
     mapping: dict[Var, PrimExpr] = {}
     stride = 1
     for idx in range(len(loops) - 1, -1, -1):
         lp = loops[idx]
-        if lp.extent == 1 and not preserve_unit_iters:
-            mapping[lp.loop_var] = const(0)
+        if isinstance(lp.extent, int) and lp.extent == 1 and not preserve_unit_iters:
+            mapping[lp.loop_var] = const(0, lp.loop_var.dtype)
             continue
         value: PrimExpr = fused_var
         if idx > 0:
-            value = (
-                floormod(value, const(lp.extent * stride))
-                if stride > 1
-                else floormod(value, const(lp.extent))
-            )
-        value = floordiv(value, const(stride))
+            value = floormod(value, extent_expr(lp.extent * stride, dt))
+        value = floordiv(value, extent_expr(stride, dt))
         mapping[lp.loop_var] = value
-        stride *= lp.extent
+        stride = stride * lp.extent
     bounds = loop_bounds(func)
     bounds[fused_var] = (0, extent - 1)
-    body = BindingRewriter(mapping, bounds).visit_stmt(loops[-1].body)
+    body = _LoopVarRewriter(mapping, bounds).visit_stmt(loops[-1].body)
     new_loop = For(fused_var, extent, "serial", body)
     return replace_path(func, paths[0], new_loop), fused_var
 
@@ -239,10 +386,9 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
             func,
             loops=[x.loop_var for x in (last, below) if x is not None],
         )
-    for s in segment:
-        if isinstance(s, For):
-            _check_unbound("reorder", func, s)
     chain: list[For] = segment  # type: ignore[assignment]
+    if len(loop_vars) > 1:  # as TVM, reordering a single loop checks nothing
+        _check_affine_under(func, deepest, start)
     moved = [
         lp for lp, new in zip(chain, _new_order(chain, loop_vars), strict=True) if lp is not new
     ]
@@ -260,12 +406,87 @@ def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:
                 blocks=[block],
             )
     new_order = _new_order(chain, loop_vars)
+    for pos, lp in enumerate(new_order):
+        _check_independent_extent("reorder", func, lp, new_order[pos + 1 :])
     if all(a is b for a, b in zip(new_order, chain, strict=True)):
         return func
     body: Stmt = chain[-1].body
     for lp in reversed(new_order):
         body = lp.with_body(body)
     return replace_path(func, deepest[: start + 1], body)
+
+
+def _check_independent_extent(primitive: str, func: PrimFunc, loop: For, others) -> None:
+    """TVM's DependentLoopError: ``loop``'s extent must not use the variables of
+    ``others`` (the loops fused with it, or placed inside it by reorder)."""
+    if isinstance(loop.extent, int):
+        return
+    for other in others:
+        if uses_var(loop.extent, other.loop_var):
+            raise DependentLoopError(
+                primitive,
+                f'the extent of loop "{loop.loop_var.name}" ({loop.extent}) uses loop '
+                f'"{other.loop_var.name}", which would no longer enclose it',
+                func,
+                loops=[loop.loop_var, other.loop_var],
+            )
+
+
+def _check_affine_under(func: PrimFunc, deepest: list[Stmt], start: int) -> None:
+    """TVM's reorder condition: every block under the reordered loops (not nested in
+    another block) with iter vars has affine bindings, predicate included, over the
+    loops of its scope -- or at least over the loops from the outermost reordered one
+    down to it (loops above that act as constants)."""
+    outer: list[For] = []
+    for s in reversed(deepest[:start]):
+        if not isinstance(s, For):
+            break
+        outer.insert(0, s)
+    chain: list[For] = deepest[start:]  # type: ignore[assignment]
+    for block, inner in blocks_under(chain[-1].body):
+        if not block.iter_vars:
+            continue
+        loops = chain + list(inner)
+        domain = {lp.loop_var: lp.extent for lp in loops}
+        full = {lp.loop_var: lp.extent for lp in outer} | domain
+        values = list(block.iter_values)
+        if affine_problem(values, full, block.predicate) is None:
+            continue
+        problem = affine_problem(values, domain, block.predicate)
+        if problem is None:
+            continue
+        names = ", ".join(lp.loop_var.name for lp in loops)
+        raise NotAffineBindingError(
+            "reorder",
+            f'block "{block.name}" does not have affine bindings over loops {names} '
+            f"({problem}); reorder needs affine bindings",
+            func,
+            loops=[lp.loop_var for lp in chain],
+            blocks=[block.name],
+        )
+
+
+def blocks_under(s: Stmt, loops: tuple[For, ...] = ()):
+    """(block, loops between ``s`` and the block) for each block under ``s`` that is
+    not nested in another block (``s`` itself if it is a block), in program order."""
+    if isinstance(s, Block):
+        yield s, loops
+        return
+    if isinstance(s, For):
+        yield from blocks_under(s.body, loops + (s,))
+        return
+    for child in _child_stmts(s):
+        yield from blocks_under(child, loops)
+
+
+def _child_stmts(s: Stmt) -> list[Stmt]:
+    """Direct child statements of a non-loop, non-block statement."""
+    if isinstance(s, SeqStmt):
+        return list(s.stmts)
+    if isinstance(s, IfThenElse):
+        return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
+    body = getattr(s, "body", None)  # LetStmt and other wrappers
+    return [body] if isinstance(body, Stmt) else []
 
 
 def _new_order(chain: list[For], loop_vars: list[Var]) -> list[For]:

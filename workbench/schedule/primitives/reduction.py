@@ -108,9 +108,9 @@ from .blockize import (
 
 
 class NotReductionBlockError(ScheduleError):
-    """The block is not a reduction block: no ``init``, no reduce iter var, bindings that
-    are not quasi-affine, output indexed by a reduce iter var, or another block of its
-    scope writes the same buffer."""
+    """The block is not a reduction block: no ``init``, bindings that are not
+    quasi-affine, output indexed by a reduce iter var, or another block of its scope
+    writes the same buffer."""
 
 
 class LoopNotAncestorError(ScheduleError):
@@ -190,9 +190,9 @@ def check_reduction_block(primitive: str, func: PrimFunc, path: list[Stmt]) -> B
 
     if block.init is None:
         raise refuse("it has no init (T.init())")
+    # as in TVM, a block with an init and only spatial iter vars is a reduction block
+    # too (its init then runs before each instance); decompose_reduction accepts it
     reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "R"}
-    if not reduce_vars:
-        raise refuse("it has no reduce iter var")
     for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
         if not _quasi_affine(value):
             raise refuse(f"the binding of {iv.var.name} ({value}) is not quasi-affine")
