@@ -358,10 +358,10 @@ def test_trace_as_python_text_and_schedule_inputs():
     trace.apply_to_schedule(sch)
     assert TraceStepper(sch, func).model.num_steps == len(trace)
     assert TraceStepper(trace, wb.Schedule(func)).model.text(0) == func.script()
-    with pytest.raises(ValueError, match="does not keep the function it started from"):
-        TraceStepper(sch.trace, sch)
-    with pytest.raises(ValueError, match="does not keep the function it started from"):
-        TraceStepper(sch, None)
+    # a Schedule keeps the module it started from: it is the stepper's start
+    for stepper in (TraceStepper(sch.trace, sch), TraceStepper(sch, None)):
+        assert stepper.model.text(0) == func.script()
+        assert stepper.model.text(len(trace)) == replayed(func, trace, len(trace))
     with pytest.raises(TypeError, match="expected a Trace"):
         TraceStepper(42, func)
     with pytest.raises(wb.TraceError, match="not valid JSON"):

@@ -8,6 +8,9 @@ exactly as it was.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import os
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +22,7 @@ from .errors import (
     BlockNotFoundError,
     FunctionNotFoundError,
     InvalidScheduleArgumentError,
+    ScheduleError,
 )
 from .primitives import compute_at as CA
 from .primitives import compute_inline as CI
@@ -35,6 +39,34 @@ from .primitives.sampling import COMPUTE_INLINE, COMPUTE_ROOT, location_mark
 from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, Trace
 
 
+def _accepts_block_names(*params: str):
+    """Let ``params`` be given as a block name, as TVM's Python ``Schedule`` does: the
+    name becomes ``get_block(name)`` (recorded in the trace, like TVM's). If the
+    primitive then refuses, the schedule is restored, that lookup included."""
+
+    def decorate(method):
+        signature = inspect.signature(method)
+
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            bound = signature.bind(self, *args, **kwargs)
+            named = [p for p in params if isinstance(bound.arguments.get(p), str)]
+            if not named:
+                return method(self, *args, **kwargs)
+            saved = self.copy()
+            try:
+                for p in named:
+                    bound.arguments[p] = self.get_block(bound.arguments[p])
+                return method(*bound.args, **bound.kwargs)
+            except ScheduleError:
+                self._adopt(saved)
+                raise
+
+        return wrapper
+
+    return decorate
+
+
 class Schedule:
     """Schedule a PrimFunc or IRModule with TensorIR's primitives.
 
@@ -49,6 +81,7 @@ class Schedule:
 
     def __init__(self, mod: PrimFunc | IRModule, *, seed: int | None = None):
         self._mod = as_module(mod)
+        self._original = self._mod
         self._func_name: str | None = self._mod.names[0] if len(self._mod) == 1 else None
         self._rvs: dict[RV, Any] = {}
         self._trace = Trace()
@@ -71,6 +104,38 @@ class Schedule:
         """Everything applied so far, printable as ``apply_trace`` and replayable."""
         return self._trace
 
+    @property
+    def original(self) -> IRModule:
+        """The module this schedule started from (what :attr:`trace` replays on)."""
+        return self._original
+
+    def save(
+        self,
+        path: str | os.PathLike,
+        *,
+        target: str | None = None,
+        measurement: Any = None,
+        note: str | None = None,
+        syntax: str = "tirx",
+    ):
+        """Save a self-contained schedule file: the unscheduled module as TVMScript, the
+        trace as TVM's JSON, and metadata (workbench version, ``target``, an optional
+        ``measurement`` and ``note``). ``wb.load_schedule(path)`` opens it again; TVM
+        parses its module text and replays its trace. Returns the path written.
+
+        >>> import tempfile, os, workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(32, 32, 32))
+        >>> _ = sch.split(sch.get_loops(sch.get_block("C"))[1], factors=[None, 8])
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     p = sch.save(os.path.join(d, "matmul.json"))
+        ...     print(wb.load_schedule(p).trace.script() == sch.trace.script())
+        True
+        """
+        from .file import save_schedule
+
+        return save_schedule(self, path, target=target, measurement=measurement, note=note,
+                             syntax=syntax)
+
     def work_on(self, func_name: str) -> None:
         """Choose which function later ``get_block`` calls without ``func_name`` use."""
         if func_name not in self._mod:
@@ -83,6 +148,7 @@ class Schedule:
         """An independent schedule with the same IR, trace and valid handles."""
         other = Schedule.__new__(Schedule)
         other._mod = self._mod
+        other._original = self._original
         other._func_name = self._func_name
         other._rvs = dict(self._rvs)
         other._trace = self._trace
@@ -253,6 +319,7 @@ class Schedule:
 
     get_sblock = get_block
 
+    @_accepts_block_names("block")
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """Handles to the loops above ``block``, outermost first (within its scope)."""
         func_name, name = self._block("get_loops", block)
@@ -267,6 +334,7 @@ class Schedule:
         self._commit("GetLoops", {"block": block}, rvs)
         return rvs
 
+    @_accepts_block_names("block_or_loop")
     def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
         """Blocks directly inside a block or loop, in program order."""
         func_name, _ = self._loop_or_block("get_child_blocks", block_or_loop)
@@ -284,6 +352,7 @@ class Schedule:
         path = find_block_path(self._mod[func_name], primitive, name)
         return func_name, path[-1], scope_blocks(scope_of(path))  # type: ignore[return-value]
 
+    @_accepts_block_names("block")
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that write a buffer ``block`` reads."""
         func_name, me, siblings = self._siblings("get_producers", block)
@@ -291,6 +360,7 @@ class Schedule:
         self._commit("GetProducers", {"block": block}, rvs)
         return rvs
 
+    @_accepts_block_names("block")
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that read a buffer ``block`` writes."""
         func_name, me, siblings = self._siblings("get_consumers", block)
@@ -392,6 +462,7 @@ class Schedule:
         self._loop_kind("unroll", "Unroll", loop)
 
     # ----------------------------------------------------------- annotations
+    @_accepts_block_names("block_or_loop")
     def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:
         """Attach ``ann_key = ann_val`` to a loop or block."""
         func_name, target = self._loop_or_block("annotate", block_or_loop)
@@ -404,6 +475,7 @@ class Schedule:
             func,
         )
 
+    @_accepts_block_names("block_or_loop")
     def unannotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str) -> None:
         """Remove annotation ``ann_key`` from a loop or block."""
         func_name, target = self._loop_or_block("unannotate", block_or_loop)
@@ -412,6 +484,7 @@ class Schedule:
 
     # ------------------------------------------------------ compute location
     # compute_at, reverse_compute_at, compute_inline, reverse_compute_inline
+    @_accepts_block_names("block")
     def compute_at(
         self,
         block: BlockRV,
@@ -447,6 +520,7 @@ class Schedule:
             (), func,
         )
 
+    @_accepts_block_names("block")
     def reverse_compute_at(
         self,
         block: BlockRV,
@@ -468,12 +542,14 @@ class Schedule:
             (), func,
         )
 
+    @_accepts_block_names("block")
     def compute_inline(self, block: BlockRV) -> None:
         """Inline producer ``block`` into its consumers; its buffer disappears."""
         func_name, name = self._block("compute_inline", block)
         func = CI.compute_inline(self._mod[func_name], name)
         self._commit("ComputeInline", {"block": block}, (), func)
 
+    @_accepts_block_names("block")
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Fold consumer ``block`` into its only producer's store."""
         func_name, name = self._block("reverse_compute_inline", block)
@@ -550,6 +626,7 @@ class Schedule:
         self._commit("CacheRead" if kind == "read" else "CacheWrite", args, [rv], func)
         return rv
 
+    @_accepts_block_names("block")
     def cache_read(
         self,
         block: BlockRV,
@@ -573,6 +650,7 @@ class Schedule:
         """
         return self._cache("cache_read", block, read_buffer_index, storage_scope, consumer_blocks)
 
+    @_accepts_block_names("block")
     def cache_write(
         self,
         block: BlockRV,
@@ -596,6 +674,7 @@ class Schedule:
             "cache_write", block, write_buffer_index, storage_scope, consumer_blocks
         )
 
+    @_accepts_block_names("block")
     def set_scope(self, block: BlockRV, buffer_index: int | str, storage_scope: str) -> None:
         """Move the ``buffer_index``-th buffer ``block`` writes (an allocated buffer, not
         a parameter) to ``storage_scope``; it is renamed ``<name>_<scope>``."""
@@ -610,6 +689,7 @@ class Schedule:
         args = {"block": block, "buffer_index": index, "storage_scope": storage_scope}
         self._commit("SetScope", args, (), func)
 
+    @_accepts_block_names("block")
     def storage_align(
         self, block: BlockRV, buffer_index: int | str, axis: int, factor: int, offset: int
     ) -> None:
@@ -636,6 +716,7 @@ class Schedule:
 
     # ------------------------------------------------------ reductions and blocks
     # decompose_reduction, rfactor, blockize, add_unit_loop
+    @_accepts_block_names("block")
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move reduction ``block``'s init into a new block ``<name>_init`` placed right
         before ``loop``; ``block`` becomes ``<name>_update`` (its handle follows it).
@@ -726,6 +807,7 @@ class Schedule:
         )
         return rv
 
+    @_accepts_block_names("block_or_loop")
     def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
         """Add ``for u in range(1)`` right above a block or loop; returns the new loop.
 
@@ -747,7 +829,9 @@ class Schedule:
     # bind, sample_perfect_tile, sample_categorical, sample_compute_location
     def bind(self, loop: LoopRV, thread_axis: str) -> None:
         """Bind ``loop`` to a GPU thread axis: ``blockIdx``, ``threadIdx`` or ``vthread``
-        with ``.x``, ``.y`` or ``.z``. The loop must be serial and data-parallel.
+        with ``.x``, ``.y`` or ``.z``. As in TVM, the loop must be data-parallel, or a
+        reduction loop bound to ``threadIdx`` (a cross-thread reduction); a loop already
+        bound, parallel, vectorized or unrolled is re-bound.
 
         The C target runs thread-bound loops as ordinary serial loops, so a GPU
         schedule can be checked numerically on a CPU (``wb.verify``).
@@ -839,6 +923,7 @@ class Schedule:
         )
         return rv  # type: ignore[return-value]
 
+    @_accepts_block_names("block")
     def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
         """Sample a loop where ``compute_at(block, loop)`` is legal, uniformly among
         TVM's candidates: ``-2`` inline (if ``compute_inline`` would accept it), ``-1``
@@ -867,3 +952,10 @@ class Schedule:
         rv = self._new(LoopRV, (func_name, target))
         self._commit("SampleComputeLocation", {"block": block}, [rv], decision=index)
         return rv  # type: ignore[return-value]
+
+
+# A symbolic extent meeting code that needs a number raises SymbolicExtentError (a
+# ScheduleError) with the schedule unchanged; see workbench/schedule/symbolic.py.
+from .symbolic import guard_symbolic  # noqa: E402
+
+guard_symbolic(Schedule)

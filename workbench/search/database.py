@@ -572,6 +572,72 @@ class Database:
         record.trace.apply_to_schedule(sch)
         return sch
 
+    def export_schedule(
+        self,
+        what: PrimFunc | IRModule | Record | int,
+        path: str | os.PathLike,
+        *,
+        target: str | None = None,
+        note: str | None = None,
+    ) -> Path:
+        """Write one record as a self-contained schedule file (``wb.load_schedule``).
+
+        ``what`` is a function (its best record, optionally for ``target``), a
+        :class:`Record`, or a record's position in :meth:`records`. The unscheduled
+        function comes from ``what`` when it is a function, otherwise from the
+        workload's stored TVMScript (parsed, never executed). The record's timing goes
+        into the file's ``measurement``. Raises ``LookupError`` when there is no such
+        record and :class:`TraceError` when its trace does not replay.
+
+        >>> import tempfile, os, workbench as wb
+        >>> func = wb.workloads.matmul(16, 16, 16)
+        >>> sch = wb.Schedule(func)
+        >>> _ = sch.split(sch.get_loops(sch.get_block("C"))[1], factors=[None, 4])
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     db = Database(d)
+        ...     _ = db.commit(func, sch.trace, wb.Measurement(samples=(1e-6,), number=1, repeat=1))
+        ...     p = db.export_schedule(0, os.path.join(d, "best.json"))
+        ...     wb.structural_equal(wb.load_schedule(p).mod, sch.mod)
+        True
+        """
+        from ..schedule.file import make_schedule_file
+
+        func: PrimFunc | None = None
+        if isinstance(what, (PrimFunc, IRModule)):
+            func = _as_func(what)
+            record = self.best_record(func, target)
+            if record is None:
+                raise LookupError(f"the database has no successful record of {func.name!r}")
+        elif isinstance(what, Record):
+            record = what
+        elif isinstance(what, int) and not isinstance(what, bool):
+            records = self.records()
+            if not -len(records) <= what < len(records):
+                raise LookupError(f"no record {what}: the database has {len(records)}")
+            record = records[what]
+        else:
+            raise TypeError(f"export_schedule: expected a function, a Record or an index, "
+                            f"got {type(what).__name__}")
+        if func is None:
+            from ..script import from_script
+
+            with self._lock:
+                workload = self._workloads[record.workload]
+            func = _as_func(from_script(workload.script))
+        sch = Schedule(func)
+        record.trace.apply_to_schedule(sch)
+        measurement = None
+        if record.ok:
+            secs = record.run_secs or ()
+            measurement = {"median": record.median, "min": min(secs), "repeat": len(secs)}
+        sf = make_schedule_file(
+            func, sch.trace, target=record.target or None, result_hash=structural_hash(sch.mod),
+            measurement=measurement,
+            note=note if note is not None else f"tuning record ({record.status}, "
+                                               f"{record.created or 'no date'})",
+        )
+        return sf.write(path)
+
     def table(self, func: PrimFunc | IRModule | None = None) -> pandas.DataFrame:
         """The records (all, or ``func``'s) as a DataFrame, one row per candidate in file
         order: workload name, status, median latency in ms, GFLOPS (when the workload's

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from ..ir import IRModule, PrimFunc, structural_hash
-from ..schedule import Trace
+from ..schedule import ScheduleError, Trace, TraceError
 from ..search.result import Trial, TuneResult, figure_svg
 from .dashboard_model import DashboardModel, PlotData, Row, format_ms
 from .stepper import TraceStepper
@@ -234,7 +234,8 @@ class TuningDashboard(widgets.VBox):
 
     ``result_or_database`` is a :class:`~workbench.search.result.TuneResult`, a
     :class:`~workbench.search.database.Database` (or its folder; then ``func`` says
-    which function's records to show) or a
+    which function's records to show, needed only when it holds several), a list of
+    schedule files of one function (``sch.save``; each becomes a candidate) or a
     :class:`~workbench.widgets.dashboard_model.DashboardModel`. ``numpy_time``
     (seconds, or a Measurement) draws numpy's time and shows the speed-up; a result
     brings its own. The best trial is selected at first (``select_best=False``: none);
@@ -311,6 +312,14 @@ class TuningDashboard(widgets.VBox):
         self.decisions.add_class("wb-dashboard-decisions")
         self.message = widgets.HTML()
         self.message.add_class("wb-dashboard-message")
+        self.save_path = widgets.Text(value="best_schedule.json", description="file",
+                                      layout=widgets.Layout(width="320px"))
+        self.save_button = widgets.Button(
+            description="Save schedule", icon="file-code-o",
+            tooltip="write the selected candidate as a schedule file (function, trace, "
+            "latency): wb.load_schedule / ScheduleEditor(path) open it",
+            layout=widgets.Layout(width="auto", flex="0 0 auto"))
+        self.save_button.on_click(lambda _b: self._save_from_widgets())
         self.stepper_box = widgets.VBox()
         self.stepper_box.add_class("wb-dashboard-stepper")
 
@@ -319,7 +328,8 @@ class TuningDashboard(widgets.VBox):
         self.selector.observe(self._on_select, names="value")
         super().__init__([
             self.header, self.plot, widgets.HBox([self.show_failures, self.sort_by]),
-            table_box, self.selector, self.decisions, self.message, self.stepper_box,
+            table_box, self.selector, self.decisions,
+            widgets.HBox([self.save_path, self.save_button]), self.message, self.stepper_box,
         ])
         self.add_class("wb-dashboard")
         best = self.model.best
@@ -387,6 +397,19 @@ class TuningDashboard(widgets.VBox):
             self._set_quietly(self.show_failures, True)
         self.refresh()
         self._show_selection()
+
+    def _save_from_widgets(self) -> None:
+        try:
+            path = self.save_schedule(self.save_path.value)
+        except (ValueError, OSError, ScheduleError, TraceError) as e:
+            self.message.value = _message_html(f"Save schedule: {e}")
+            return
+        self.message.value = f"<span>saved {html.escape(path)}</span>"
+
+    def save_schedule(self, path: str | os.PathLike, index: int | None = None) -> str:
+        """Write the selected trial (or ``index``; default the best) as a schedule file
+        (function, trace, latency); returns the path written."""
+        return str(self.model.save_schedule(path, index))
 
     def add_trial(self, trial: Trial) -> None:
         """Add one trial (``wb.tune(..., callback=dash.add_trial)``). The header is
@@ -590,10 +613,12 @@ def _model_of(source: Any, func: PrimFunc | IRModule | None,
                              f"function this result tuned ({_func_name(source.func)!r}); "
                              "leave func out for a TuneResult")
         return DashboardModel.from_result(source, numpy_time=numpy_time)
+    if isinstance(source, (list, tuple)):
+        return DashboardModel.from_schedule_files(source, numpy_time=numpy_time)
+    if isinstance(source, (str, os.PathLike)) and os.path.isfile(source):
+        return DashboardModel.from_schedule_files([source], numpy_time=numpy_time)
     if isinstance(source, (Database, str, os.PathLike)):
-        if func is None:
-            raise ValueError("TuningDashboard: pass the function whose records to show: "
-                             "TuningDashboard(database, func)")
         return DashboardModel.from_database(source, func, numpy_time=numpy_time)
-    raise TypeError("TuningDashboard: expected a TuneResult, a Database (or its folder) or "
-                    f"a DashboardModel, got {type(source).__name__}")
+    raise TypeError("TuningDashboard: expected a TuneResult, a Database (or its folder), "
+                    "schedule files or a DashboardModel, got "
+                    f"{type(source).__name__}")

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +38,6 @@ from ..schedule import Schedule, Trace
 from ..search.result import Trial, TuneResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    import os
-
     from ..search.database import Database
 
 __all__ = ["SORT_KEYS", "DashboardModel", "PlotData", "Row", "format_ms"]
@@ -46,7 +46,22 @@ __all__ = ["SORT_KEYS", "DashboardModel", "PlotData", "Row", "format_ms"]
 SORT_KEYS = ("latency", "trial", "status")
 
 #: What ``Trial.origin`` means, as the table says it.
-_ORIGIN_TEXT = {"random": "random", "mutant": "mutated"}
+_ORIGIN_TEXT = {"random": "random", "mutant": "mutated", "file": "schedule file"}
+
+
+def _only_workload(database: Database | str | os.PathLike) -> PrimFunc:
+    """The one function a database holds, parsed from its stored TVMScript."""
+    from ..script import from_script
+    from ..search.database import Database
+
+    db = database if isinstance(database, Database) else Database(database)
+    workloads = db.workloads
+    if len(workloads) != 1:
+        names = [w.name for w in workloads]
+        raise ValueError(f"the database holds {len(workloads)} workloads {names}; pass the "
+                         "function to show: from_database(db, func)")
+    parsed = from_script(workloads[0].script)
+    return parsed if isinstance(parsed, PrimFunc) else parsed[parsed.names[0]]
 
 
 def format_ms(seconds: float) -> str:
@@ -220,10 +235,13 @@ class DashboardModel:
 
     @classmethod
     def from_database(cls, database: Database | str | os.PathLike,
-                      func: PrimFunc | IRModule, numpy_time: float | Any | None = None,
+                      func: PrimFunc | IRModule | None = None,
+                      numpy_time: float | Any | None = None,
                       target: str | None = None) -> DashboardModel:
         """The records of ``func`` in a tuning database (a ``Database`` or its folder),
-        in the order they were measured (see ``TuneResult.from_database``).
+        in the order they were measured (see ``TuneResult.from_database``). Without
+        ``func`` the database must hold one workload, whose stored TVMScript is parsed
+        (never executed) to get it.
 
         >>> import tempfile, workbench as wb
         >>> with tempfile.TemporaryDirectory() as path:
@@ -231,8 +249,54 @@ class DashboardModel:
         >>> model.trials
         ()
         """
+        if func is None:
+            func = _only_workload(database)
         return cls.from_result(TuneResult.from_database(database, func, target=target),
                                numpy_time=numpy_time)
+
+    @classmethod
+    def from_schedule_files(cls, paths: Iterable[str | os.PathLike],
+                            numpy_time: float | Any | None = None) -> DashboardModel:
+        """Saved schedules of one function as candidates (trial i is ``paths[i]``; its
+        latency is the file's measured median, a file without one counts as not
+        measured). ``ValueError`` if the files hold different functions.
+
+        >>> import tempfile, os, workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(8, 8, 8))
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     a = sch.save(os.path.join(d, "a.json"), measurement={"median": 2e-6})
+        ...     model = DashboardModel.from_schedule_files([a])
+        >>> model.best.latency, model.best.decisions
+        (2e-06, 'a.json')
+        """
+        from ..ir import structural_hash
+        from ..schedule.file import read_schedule_file
+
+        func, trials, target = None, [], "c"
+        for index, path in enumerate(paths):
+            if not isinstance(path, (str, os.PathLike)):
+                raise TypeError(f"from_schedule_files: expected schedule file names, got "
+                                f"{type(path).__name__}")
+            sf = read_schedule_file(path)
+            mod = sf.original()
+            this = mod[sf.func_name] if sf.func_name else mod[mod.names[0]]
+            if func is None:
+                func, target = this, sf.target or "c"
+            elif structural_hash(this) != structural_hash(func):
+                raise ValueError(f"from_schedule_files: {path} schedules {this.name!r}, not "
+                                 f"the function of the first file ({func.name!r})")
+            median = (sf.measurement or {}).get("median")
+            ok = isinstance(median, (int, float)) and median > 0
+            trials.append(Trial(index, sf.trace, "ok" if ok else "not_measured",
+                                float(median) if ok else None, Path(path).name,
+                                sf.result_hash or "", "" if ok else "no measurement in file",
+                                origin="file"))
+        if func is None:
+            raise ValueError("from_schedule_files: no files given")
+        from ..runtime.flops import flop_count
+
+        return cls(func, trials, flops=flop_count(func), numpy_time=numpy_time,
+                   strategy="saved schedules", target=target)
 
     @classmethod
     def live(cls, func: PrimFunc | IRModule, numpy_time: float | Any | None = None,
@@ -391,6 +455,39 @@ class DashboardModel:
         sch = Schedule(self.func)
         self.trial(index).trace.apply_to_schedule(sch)
         return sch
+
+    def save_schedule(self, path: str | os.PathLike, index: int | None = None,
+                      note: str | None = None) -> Path:
+        """Write a trial (default: the selected one, else the best) as a self-contained
+        schedule file: the function, the trace, its latency and the target. Open it
+        with ``wb.load_schedule``, ``ScheduleEditor(path)`` or ``TraceStepper(path)``.
+
+        >>> import tempfile, os, workbench as wb
+        >>> func = wb.workloads.matmul(8, 8, 8)
+        >>> model = DashboardModel.live(func, peak=100.0)
+        >>> _ = model.add_trial(Trial(0, wb.Schedule(func).trace, "ok", 1e-6, "", "a"))
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     sf = wb.read_schedule_file(model.save_schedule(os.path.join(d, "s.json")))
+        >>> sf.measurement, sf.target
+        ({'median': 1e-06}, 'c')
+        """
+        from ..ir import structural_hash
+        from ..schedule.file import make_schedule_file
+
+        if index is None:
+            index = self._selected if self._selected is not None else (
+                None if self.best is None else self.best.index)
+        if index is None:
+            raise ValueError("save_schedule: no trial is selected and none succeeded")
+        trial = self.trial(index)
+        sch = self.replay(index)
+        measurement = {"median": trial.latency} if trial.ok else None
+        sf = make_schedule_file(
+            self.func, trial.trace, target=self.target, measurement=measurement,
+            result_hash=structural_hash(sch.mod),
+            note=note if note is not None else f"trial {trial.index} ({trial.status})",
+        )
+        return sf.write(path)
 
     def best_so_far(self) -> list[float | None]:
         """For each trial, the best latency (seconds) among it and those before it."""

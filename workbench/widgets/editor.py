@@ -73,7 +73,10 @@ class ScheduleEditor(widgets.VBox):
     Select a block or loop in the tree, pick an action (its arguments adapt to the
     selection: divisors of the loop for split, only legal target loops for
     compute_at...), press Apply. Undo / Redo / Reset walk the history; Measure builds
-    and times the current schedule in a worker process. The same from Python:
+    and times the current schedule in a worker process. ``ScheduleEditor("file.json")``
+    opens a schedule file (``sch.save``): its function, with its trace as the first
+    step; "Save schedule" writes one. Pasted TVMScript text (a ``@T.prim_func`` or an
+    ``@I.ir_module`` with one function) opens too. The same from Python:
 
     >>> import workbench as wb
     >>> editor = ScheduleEditor(wb.workloads.mm_relu(64, 64, 64))
@@ -148,13 +151,20 @@ class ScheduleEditor(widgets.VBox):
         self.trace_path.add_class("wb-trace-path")
         self.save_button = self._button("Save trace", "download", "wb-save",
                                         "Write the trace as JSON to the file")
-        self.load_button = self._button("Load trace", "upload", "wb-load",
-                                        "Replay a saved trace (JSON or apply_trace text)")
+        self.save_schedule_button = self._button(
+            "Save schedule", "file-code-o", "wb-save-schedule",
+            "Write a self-contained schedule file: the function as TVMScript, the trace, "
+            "metadata (opens with wb.load_schedule or ScheduleEditor(path))")
+        self.load_button = self._button(
+            "Load trace", "upload", "wb-load",
+            "Replay a saved trace or schedule file (JSON or apply_trace text)")
         self.save_button.on_click(lambda _b: self._ui(self._save_from_widgets))
+        self.save_schedule_button.on_click(lambda _b: self._ui(self._save_schedule_from_widgets))
         self.load_button.on_click(lambda _b: self._ui(self._load_from_widgets))
         self.trace_status = widgets.HTML()
         trace_tab = widgets.VBox([
-            widgets.HBox([self.trace_path, self.save_button, self.load_button,
+            widgets.HBox([self.trace_path, self.save_button, self.save_schedule_button,
+                          self.load_button,
                           self.trace_status]),
             self.trace_html,
         ])
@@ -283,6 +293,10 @@ class ScheduleEditor(widgets.VBox):
     def save_trace(self, path: str) -> None:
         self.model.save_trace(path)
 
+    def save_schedule(self, path: str, note: str | None = None) -> None:
+        """Write a self-contained schedule file (function, trace, last measurement)."""
+        self.model.save_schedule(path, note=note)
+
     def load_trace(self, source: Any) -> bool:
         return self.model.load_trace(source)
 
@@ -384,6 +398,11 @@ class ScheduleEditor(widgets.VBox):
         path = self.model.save_trace(self.trace_path.value)
         self.trace_status.value = f"<span>saved {len(self.model.trace)} instructions to " \
                                   f"{html.escape(str(path))}</span>"
+
+    def _save_schedule_from_widgets(self) -> None:
+        path = self.model.save_schedule(self.trace_path.value)
+        self.trace_status.value = (f"<span>saved the schedule ({len(self.model.trace)} "
+                                   f"instructions) to {html.escape(str(path))}</span>")
 
     def _load_from_widgets(self) -> None:
         if self.model.load_trace(self.trace_path.value):

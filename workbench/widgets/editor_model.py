@@ -36,14 +36,22 @@ True
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..ir import Block, For, IfThenElse, IRModule, PrimFunc, SeqStmt, Var
-from ..ir.analysis import block_path, find_block, infer_regions, loop_path, loops_above
-from ..schedule import Schedule, ScheduleError, Trace, TraceError
+from ..ir.analysis import (
+    block_path,
+    find_block,
+    infer_regions,
+    loop_path,
+    loops_above,
+    structural_equal,
+)
+from ..schedule import Schedule, ScheduleError, ScheduleFile, Trace, TraceError
 from ..schedule.primitives.sampling import divisors as all_divisors
 from ..schedule.trace import BlockRV, LoopRV
 
@@ -67,6 +75,18 @@ THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadI
                "threadIdx.z", "vthread.x")
 SCOPES = ("global", "shared", "local")
 INDENT = "\u00a0\u00a0"  # non-breaking: <select> options keep it
+
+
+def _is_file_name(source: str | Path) -> bool:
+    from ..schedule.file import _looks_like_path
+
+    return _looks_like_path(source)
+
+
+def _open_schedule_file(path: str | os.PathLike) -> ScheduleFile:
+    from ..schedule.file import read_schedule_file
+
+    return read_schedule_file(path)
 
 
 class EditorError(ValueError):
@@ -225,7 +245,16 @@ class EditorModel:
     each measurement (seconds, in a worker process).
     """
 
-    def __init__(self, func: PrimFunc | IRModule | Schedule, *, timeout: float = 10.0):
+    def __init__(self, func: PrimFunc | IRModule | Schedule | str | os.PathLike, *,
+                 timeout: float = 10.0):
+        opened = None
+        if isinstance(func, str) and "\n" in func.strip():  # pasted TVMScript
+            from ..script import from_script
+
+            func = from_script(func)
+        if isinstance(func, (str, os.PathLike, ScheduleFile)):
+            opened = func if isinstance(func, ScheduleFile) else _open_schedule_file(func)
+            func = opened.original()
         if isinstance(func, Schedule):
             start = func.copy()
         elif isinstance(func, (PrimFunc, IRModule)):
@@ -244,6 +273,8 @@ class EditorModel:
         self._listeners: list[Callable[[str], None]] = []
         blocks = [t for t in self.tree() if t.kind == "block"]
         self._selected: TreeItem | None = blocks[0] if blocks else None
+        if opened is not None and len(opened.trace) and not self.load_trace(opened):
+            raise EditorError(f"cannot open {opened.path or 'the schedule file'}: {self.error}")
 
     # ---------------------------------------------------------------- state
     @property
@@ -642,15 +673,45 @@ class EditorModel:
         self.trace.save(path)
         return path
 
-    def load_trace(self, source: Trace | str | Path) -> bool:
+    def save_schedule(self, path: str | Path, note: str | None = None) -> Path:
+        """Write the current schedule as a self-contained schedule file (the starting
+        function, the trace, the last measurement): ``wb.load_schedule`` or
+        ``ScheduleEditor(path)`` open it again."""
+        sch = self._current
+        measured = self.measurements[-1] if self.measurements else None
+        measurement = None
+        if measured is not None and getattr(measured, "ok", False):
+            measurement = {"median": measured.median}
+        return sch.save(Path(path), target="c", measurement=measurement, note=note)
+
+    def load_trace(self, source: Trace | ScheduleFile | str | Path) -> bool:
         """Replace the schedule by a trace replayed on the starting function, as one
-        undoable step. ``source`` is a Trace, a file (JSON or ``def apply_trace`` text)
-        or such text itself. Never executed: traces are parsed as data. A trace that
-        does not replay sets :attr:`error` and changes nothing."""
+        undoable step. ``source`` is a Trace, a file (a schedule file, trace JSON or
+        ``def apply_trace`` text) or such text itself. Never executed: traces are parsed
+        as data. A schedule file must be for this editor's starting function. A trace
+        that does not replay sets :attr:`error` and changes nothing."""
+        from ..schedule.file import ScheduleFileError, read_trace_source
+
         try:
-            trace, where = self._read_trace(source)
-            sch = Schedule(self._history[0].schedule.mod)
-            base = self._history[0].schedule.trace
+            try:
+                trace, schedule_file = read_trace_source(source)
+            except (FileNotFoundError, ScheduleFileError, TypeError) as e:
+                raise EditorError(f"load trace: {e}") from None
+            where = ""
+            if isinstance(source, (str, Path)) and _is_file_name(source):
+                where = f" {Path(source).name}"
+            start = self._history[0].schedule
+            if schedule_file is not None:
+                theirs = schedule_file.original()
+                if not structural_equal(theirs, start.original):
+                    raise EditorError(
+                        f"load trace: the schedule file is for {theirs.names}, which differs "
+                        f"from this editor's starting function {start.original.names}; "
+                        "open it in its own editor: ScheduleEditor(path)")
+            sch = Schedule(start.original)
+            if start._func_name is not None and len(sch.mod) > 1:
+                sch.work_on(start._func_name)
+            base = start.trace
             if len(base):
                 base.apply_to_schedule(sch)
             trace.apply_to_schedule(sch)
@@ -660,25 +721,6 @@ class EditorModel:
         self._push(sch, f"load trace{where}", None)
         self._notify("load")
         return True
-
-    def _read_trace(self, source: Trace | str | Path) -> tuple[Trace, str]:
-        if isinstance(source, Trace):
-            return source, ""
-        text, where = None, ""
-        if isinstance(source, Path) or (
-            isinstance(source, str) and "\n" not in source and not source.lstrip().startswith("[")
-            and not source.lstrip().startswith("def ")
-        ):
-            path = Path(source)
-            if not path.is_file():
-                raise EditorError(f"load trace: no such file: {path}")
-            text, where = path.read_text(), f" {path.name}"
-        else:
-            text = str(source)
-        stripped = text.lstrip()
-        if stripped.startswith("["):
-            return Trace.from_json(text), where
-        return Trace.from_python(text), where
 
     # -------------------------------------------------------------- measure
     def measure(self, repeat: int = 5, min_repeat_ms: float = 50) -> MeasureRecord:

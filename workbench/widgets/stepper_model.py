@@ -244,37 +244,33 @@ def _replay(trace: Trace, module: IRModule) -> _Replay:
     return _Replay(Trace(insts), states, failure, sch, sites)
 
 
-def _as_trace(trace: Any) -> Trace:
-    if isinstance(trace, Trace):
-        return trace
-    if isinstance(trace, Schedule):
-        return trace.trace
-    if isinstance(trace, list):
-        return Trace.from_json(trace)
-    if isinstance(trace, str):
-        if trace.lstrip().startswith("["):
-            return Trace.from_json(trace)
-        return Trace.from_python(trace)
-    raise TypeError(
-        "expected a Trace, a Schedule, or trace text (JSON or `def apply_trace(sch): ...`), "
-        f"got {type(trace).__name__}"
-    )
+def _open(trace: Any, func: Any) -> tuple[Trace, Any]:
+    """The trace and the function it starts from: a file name or a schedule file brings
+    its own function (used when ``func`` is None); a Schedule starts from its original
+    module."""
+    from ..schedule.file import read_trace_source
+
+    if isinstance(trace, Schedule) and func is None:
+        return trace.trace, trace.original
+    if isinstance(trace, str) and not trace.strip():
+        raise ValueError("the stepper needs a trace: got an empty string")
+    loaded, schedule_file = read_trace_source(trace)
+    if func is None and schedule_file is not None:
+        func = schedule_file.original()
+    return loaded, func
 
 
 def _as_start(func: Any) -> PrimFunc | IRModule:
-    if isinstance(func, (PrimFunc, IRModule)):
-        return func
     if isinstance(func, Schedule):
-        if len(func.trace):
-            raise ValueError(
-                f"this Schedule has already applied {len(func.trace)} instructions and does "
-                "not keep the function it started from; pass that function instead: "
-                "TraceStepper(sch.trace, func)"
-            )
-        return func.mod if len(func.mod) > 1 else func.mod[func.mod.names[0]]
+        func = func.original
+    if isinstance(func, IRModule):
+        return func if len(func) > 1 else func[func.names[0]]
+    if isinstance(func, PrimFunc):
+        return func
     if func is None:
         raise TypeError(
             "the stepper needs the function the trace starts from: TraceStepper(trace, func)"
+            " (a schedule file carries its own: TraceStepper('schedule.json'))"
         )
     raise TypeError(
         f"expected the PrimFunc or IRModule the trace starts from, got {type(func).__name__}"
@@ -345,12 +341,11 @@ class StepperModel:
     """  # noqa: E501
 
     def __init__(self, trace: Any, func: Any = None, syntax: str = "classic"):
-        if isinstance(trace, Schedule) and func is None:
-            func = trace  # a schedule that has applied nothing yet is its own start
+        trace, func = _open(trace, func)
         self.func: PrimFunc | IRModule = _as_start(func)
         self._module = as_module(self.func)
         self.syntax = check_syntax(syntax)
-        self._adopt(_replay(_as_trace(trace), self._module))
+        self._adopt(_replay(trace, self._module))
         self._step = 0
         self.only_changes = False
         self._action_error: BaseException | None = None
