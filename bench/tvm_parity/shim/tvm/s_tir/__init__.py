@@ -1,0 +1,7 @@
+"""``tvm.s_tir``: the schedule."""
+
+from .._adapt import module_getattr
+from .._schedule import Schedule, ScheduleError
+from . import schedule
+
+__getattr__ = module_getattr(__name__)
