@@ -399,7 +399,7 @@ ERRORS = {
                                     "        A[v] = T.float32(0)"), 5, 36,
                                "T.axis.remap binds loop variables"),
     "dtype mismatch": (_bad("A[0] = T.int32(1)"), 3, 12, "dtype int32 is stored into `A`"),
-    "strides": (_bad("A[0] = T.float32(0)", 'A: T.Buffer((8,), "float32", strides=(1,))'), 2,
+    "strides": (_bad("A[0] = T.float32(0)", 'A: T.Buffer((8,), "float32", strides=(2,))'), 2,
                 44, "argument `strides` is not supported"),
     "scalar parameter": (_bad("A[0] = T.float32(0)", "n: T.int32"), 2, 10,
                          "scalar parameter `n: T.int32`"),

@@ -51,6 +51,7 @@ from ..ir.expr import (
     Add,
     And,
     BinaryOp,
+    BufferField,
     BufferLoad,
     Call,
     CallExtern,
@@ -66,6 +67,7 @@ from ..ir.expr import (
     Min,
     Mul,
     Not,
+    OpaqueCall,
     Or,
     PrimExpr,
     Select,
@@ -75,6 +77,7 @@ from ..ir.expr import (
     is_float,
 )
 from ..ir.functor import expr_vars, iter_exprs, iter_stmts, substitute
+from ..ir.printer import expr_to_str
 from ..ir.simplify import add, int_range, mul, simplify
 from ..ir.stmt import (
     Block,
@@ -372,10 +375,16 @@ class _FunctionPrinter:
             self.pop()
             return f"({{ const {self.ctype(e.var.dtype)} {name} = {value}; {body}; }})", 16
         if isinstance(e, CallExtern):
+            args = ", ".join(self.expr(a) for a in e.args)  # refuses opaque arguments
             self._extern(e)
-            return f"{e.name}({', '.join(self.expr(a) for a in e.args)})", _P_PRIMARY
+            return f"{e.name}({args})", _P_PRIMARY
         if isinstance(e, StringImm):
             return _c_string(e.value), _P_PRIMARY
+        if isinstance(e, (OpaqueCall, BufferField)):
+            raise CodegenError(
+                f"cannot build `{expr_to_str(e)[:80]}`: TVM's opaque intrinsics and buffer "
+                "fields (.data, .elem_offset) are carried by the IR but have no C code"
+            )
         raise CodegenError(f"cannot print expression node {type(e).__name__}")
 
     def _let_bounds(self, var: Var, value: PrimExpr) -> None:
@@ -391,7 +400,8 @@ class _FunctionPrinter:
         args = ", ".join(
             "const char*" if isinstance(a, StringImm) else self.ctype(a.dtype) for a in e.args
         )
-        proto = f"{self.ctype(e.dtype)} {e.name}({args or 'void'});"
+        ret = "void" if e.dtype == "void" else self.ctype(e.dtype)
+        proto = f"{ret} {e.name}({args or 'void'});"
         seen = self.externs.setdefault(e.name, proto)
         if seen != proto and e.name not in self.d.known_externs:
             raise CodegenError(

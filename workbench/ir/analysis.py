@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .buffer import Buffer, BufferRegion
-from .expr import BufferLoad, IntImm, PrimExpr, Var, const, extent_expr
+from .expr import BufferField, BufferLoad, IntImm, OpaqueCall, PrimExpr, Var, const, extent_expr
 from .functor import iter_exprs, iter_stmts
 from .simplify import _build, _linear, int_range, simplify, struct_key
 from .stmt import (
@@ -32,9 +32,16 @@ def _accesses(block: Block):
     lets: dict[Var, PrimExpr] = {}  # let-bound variables, substituted into indices
 
     def loads(e: PrimExpr, bounds) -> None:
-        for x, where in _loads_under(e, bounds, lets):
+        nodes = list(iter_exprs(e))
+        for x, where in _loads_under(e, bounds, lets, nodes):
             idx = _unlet(x.indices, lets)
             out.append((x.buffer, idx, False, where, None))
+        if not any(type(x) in _OPAQUE_NODES for x in nodes):
+            return
+        for buf, is_write in _opaque_accesses(e):
+            zeros = tuple(IntImm(0, buf.index_dtype) for _ in buf.shape)
+            exts = tuple(extent_expr(d, buf.index_dtype) for d in buf.shape)
+            out.append((buf, zeros, is_write, {}, exts))
 
     def walk(s: Stmt, bounds: dict[Var, tuple[int, int]]) -> None:
         if isinstance(s, For):
@@ -103,16 +110,35 @@ def _accesses(block: Block):
     return out
 
 
+_OPAQUE_NODES = frozenset((BufferField, OpaqueCall))
+
+
+def _opaque_accesses(e: PrimExpr) -> list[tuple[Buffer, bool]]:
+    """(buffer, is_write) for each whole-buffer access hidden in ``e``: ``A.data``
+    reads and writes all of ``A``; ``T.tvm_access_ptr(..., A.data, off, ext, mask)``
+    reads it when ``mask & 1`` and writes it when ``mask & 2`` (TVM's rule)."""
+    out: list[tuple[Buffer, bool]] = []
+    seen: set[int] = set()
+    for x in iter_exprs(e):
+        if isinstance(x, OpaqueCall) and x.op == "tvm_access_ptr" and len(x.args) == 5:
+            ptr, mask = x.args[1], x.args[4]
+            if isinstance(ptr, BufferField) and isinstance(mask, IntImm):
+                seen.add(id(ptr))
+                if mask.value & 1:
+                    out.append((ptr.buffer, False))
+                if mask.value & 2:
+                    out.append((ptr.buffer, True))
+        elif isinstance(x, BufferField) and x.field == "data" and id(x) not in seen:
+            out.extend(((x.buffer, False), (x.buffer, True)))
+    return out
+
+
 def _unlet(indices, lets: dict) -> tuple:
     if not lets:
         return tuple(indices)
     from .functor import substitute
 
     return tuple(substitute(i, lets) for i in indices)
-
-
-def _loads_in(e: PrimExpr) -> list[BufferLoad]:
-    return [x for x in iter_exprs(e) if isinstance(x, BufferLoad)]
 
 
 def _narrowed(bounds: dict, cond: PrimExpr) -> dict | None:
@@ -134,15 +160,18 @@ def _narrowed(bounds: dict, cond: PrimExpr) -> dict | None:
     }
 
 
-def _loads_under(e: PrimExpr, bounds: dict, lets: dict):
+def _loads_under(e: PrimExpr, bounds: dict, lets: dict, nodes: list | None = None):
     """(load, bounds) for each load in ``e``; the sides of a ``T.if_then_else`` see the
-    loops narrowed by its condition (``Select`` evaluates both sides: no narrowing)."""
+    loops narrowed by its condition (``Select`` evaluates both sides: no narrowing).
+    ``nodes``: ``list(iter_exprs(e))`` when the caller has it."""
     from .intset import LAZY_CONDITIONAL, negate
 
+    if nodes is None:
+        nodes = list(iter_exprs(e))
     if not bounds or not any(
-        LAZY_CONDITIONAL and isinstance(x, LAZY_CONDITIONAL) for x in iter_exprs(e)
+        LAZY_CONDITIONAL and isinstance(x, LAZY_CONDITIONAL) for x in nodes
     ):
-        return [(x, bounds) for x in _loads_in(e)]
+        return [(x, bounds) for x in nodes if isinstance(x, BufferLoad)]
     out = []
 
     def visit(x: PrimExpr, where: dict) -> None:

@@ -18,7 +18,20 @@ from .expr import (
     normalize_extent,
 )
 
-SCOPES = ("global", "shared", "shared.dyn", "local", "warp")
+#: GPU tensor-core storage scopes TVM uses (fragments of a warp's matrix tiles, and
+#: ``local.fragment``): the IR carries and prints them; no thread shares them (like
+#: ``local``), and the C target, which runs GPU loops one after another, keeps them
+#: as local arrays.
+FRAGMENT_SCOPES = (
+    "wmma.matrix_a",
+    "wmma.matrix_b",
+    "wmma.accumulator",
+    "m16n8k8.matrixA",
+    "m16n8k8.matrixB",
+    "m16n8k8.matrixC",
+    "local.fragment",
+)
+SCOPES = ("global", "shared", "shared.dyn", "local", "warp") + FRAGMENT_SCOPES
 
 
 @dataclass(frozen=True, eq=False)

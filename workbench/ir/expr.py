@@ -362,6 +362,65 @@ class CallExtern(PrimExpr):
     pure: bool = False
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferField(PrimExpr):
+    """``A.data`` (the buffer's data pointer, dtype ``handle``) or ``A.elem_offset``
+    (its first element's offset, an index), as arguments of an :class:`OpaqueCall`
+    or :class:`CallExtern`. A block that uses ``A.data`` accesses all of ``A`` in a way
+    the workbench cannot see (TVM's *opaque* access): it counts as reading and
+    writing the whole buffer, except through ``T.tvm_access_ptr``, whose mask says
+    which. The C backend refuses both fields."""
+
+    buffer: Buffer
+    field: str  # "data" | "elem_offset"
+    dtype: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        if self.field not in ("data", "elem_offset"):
+            raise ValueError(f"buffer field must be 'data' or 'elem_offset', got {self.field!r}")
+        dtype = "handle" if self.field == "data" else self.buffer.index_dtype
+        object.__setattr__(self, "dtype", dtype)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class OpaqueCall(PrimExpr):
+    """A TVM intrinsic the workbench carries without modelling it: the tensor-core
+    calls (``T.tvm_fill_fragment``, ``T.tvm_load_matrix_sync``, ...),
+    ``T.tvm_access_ptr`` and ``T.type_annotation(dtype)`` (``op`` without ``T.``;
+    a type annotation has no args and the annotated ``dtype``). Printed back as
+    written; the C backend refuses to build it.
+
+    ``T.tvm_access_ptr(T.type_annotation(dt), A.data, offset, extent, mask)`` is an
+    access of the whole of ``A``: read when ``mask & 1``, written when ``mask & 2``
+    (as TVM's region analysis counts it)."""
+
+    op: str
+    args: tuple[PrimExpr, ...]
+    dtype: str = "handle"
+
+
+def dtype_limit(dtype: str, which: str) -> PrimExpr:
+    """``T.min_value(dtype)`` (``which="min"``) / ``T.max_value(dtype)`` (``"max"``):
+    the lowest / highest value of ``dtype`` as a constant (floats: the largest finite
+    value, negated for the minimum).
+
+    >>> dtype_limit("int8", "min"), dtype_limit("float16", "max")
+    (T.int8(-128), T.float16(65504))
+    """
+    if is_float(dtype):
+        top = {"float16": 65504.0, "float32": 3.4028234663852886e38,
+               "float64": 1.7976931348623157e308}[dtype]
+        return FloatImm(-top if which == "min" else top, dtype)
+    if dtype == "bool":
+        return IntImm(int(which == "max"), "bool")
+    bits = int(dtype[4:] if dtype.startswith("uint") else dtype[3:])
+    if dtype.startswith("u"):
+        lo, hi = 0, 2**bits - 1
+    else:
+        lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return IntImm(lo if which == "min" else hi, dtype)
+
+
 # constructors ---------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from .buffer import Buffer, BufferRegion, MatchBufferRegion
 from .expr import (
     BinaryOp,
+    BufferField,
     BufferLoad,
     Call,
     CallExtern,
@@ -22,6 +23,7 @@ from .expr import (
     IntImm,
     Let,
     Not,
+    OpaqueCall,
     PrimExpr,
     Select,
     StringImm,
@@ -82,6 +84,12 @@ class Mutator:
         if isinstance(e, CallExtern):
             args = tuple(self.visit_expr(a) for a in e.args)
             return e if _same(args, e.args) else CallExtern(e.dtype, e.name, args, e.pure)
+        if isinstance(e, OpaqueCall):
+            args = tuple(self.visit_expr(a) for a in e.args)
+            return e if _same(args, e.args) else OpaqueCall(e.op, args, e.dtype)
+        if isinstance(e, BufferField):
+            buf = self.visit_buffer(e.buffer)
+            return e if buf is e.buffer else BufferField(buf, e.field)
         raise TypeError(f"unknown expression node {type(e).__name__}")
 
     def rebuild_binary(self, e: BinaryOp, a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -227,7 +235,7 @@ def iter_exprs(e: PrimExpr) -> Iterator[PrimExpr]:
             stack.extend((x.false_value, x.true_value, x.condition))
         elif isinstance(x, Let):
             stack.extend((x.body, x.value))
-        elif isinstance(x, CallExtern):
+        elif isinstance(x, (CallExtern, OpaqueCall)):
             stack.extend(reversed(x.args))
 
 

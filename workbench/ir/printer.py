@@ -23,6 +23,7 @@ from .expr import (
     NE,
     Add,
     And,
+    BufferField,
     BufferLoad,
     Call,
     CallExtern,
@@ -38,6 +39,7 @@ from .expr import (
     Min,
     Mul,
     Not,
+    OpaqueCall,
     Or,
     PrimExpr,
     Select,
@@ -146,6 +148,12 @@ def expr_to_str(e: PrimExpr, prec: int = 0) -> str:
         return f'{fn}("{e.dtype}", {_str_literal(e.name)}{args})'
     if isinstance(e, StringImm):
         return _str_literal(e.value)
+    if isinstance(e, OpaqueCall):
+        if e.op == "type_annotation":
+            return f'T.type_annotation("{e.dtype}")'
+        return f"T.{e.op}({', '.join(expr_to_str(a) for a in e.args)})"
+    if isinstance(e, BufferField):
+        return f"{e.buffer.name}.{e.field}"
     raise TypeError(f"cannot print {type(e).__name__}")
 
 
@@ -261,7 +269,7 @@ class _Printer:
                 self.emit(d, "else:")
                 self.stmt(s.else_case, d + 1)
         elif isinstance(s, Evaluate):
-            if isinstance(s.value, (CallExtern, Call, IfThenElseExpr)):
+            if isinstance(s.value, (CallExtern, Call, IfThenElseExpr, OpaqueCall)):
                 self.emit(d, expr_to_str(s.value))  # TVM prints a called value bare
             else:
                 self.emit(d, f"T.evaluate({expr_to_str(s.value)})")

@@ -28,6 +28,7 @@ from .expr import (
     Add,
     And,
     BinaryOp,
+    BufferField,
     BufferLoad,
     Call,
     CallExtern,
@@ -43,6 +44,7 @@ from .expr import (
     Min,
     Mul,
     Not,
+    OpaqueCall,
     Or,
     PrimExpr,
     Select,
@@ -99,6 +101,10 @@ def struct_key(e: PrimExpr) -> tuple:
         return ("X", e.dtype, e.name, e.pure, tuple(struct_key(a) for a in e.args))
     if isinstance(e, StringImm):
         return ("Str", e.value)
+    if isinstance(e, OpaqueCall):
+        return ("O", e.op, e.dtype, tuple(struct_key(a) for a in e.args))
+    if isinstance(e, BufferField):
+        return ("BF", id(e.buffer), e.field)
     raise TypeError(f"not an expression: {e!r}")
 
 

@@ -64,14 +64,39 @@ int64 indices (``T.int64(128)``) and symbolic shapes (``n = T.int64()`` /
 them: quoted names in a signature, ``n = TypeVar("n")`` before the module).
 Loops and iterators start at 0 (``range(0, n)`` is fine; ``range(2, n)`` is
 refused); ``T.axis.remap`` takes each iterator's extent from its loop. Block and
-buffer names are unique within a function.
+buffer names are unique within a function (TVM allows a block name twice; the
+workbench identifies blocks by name, so that is refused).
+
+**TVM's extras, with TVM's meaning.** ``dtype=`` on ``T.if_then_else``, the math
+functions and ``T.floordiv`` / ``floormod`` / ``truncdiv`` (TVM drops it; it must
+name the value's own dtype) and on ``T.call_extern`` (the result dtype; ``""`` is
+``"void"``). ``T.min_value(dtype)`` / ``T.max_value(dtype)`` (constants). Scalar
+parameters ``n: T.int32`` / ``n: T.int64`` used in buffer shapes are the
+function's shape variables (printed back as ``n = T.int32()``; a scalar used in
+no shape is refused). Layout keywords (``elem_offset``, ``align``,
+``offset_factor``, ``strides``, ``buffer_type``...) where their value means the
+default layout (:mod:`.layout`). ``scope=""`` (global) and the tensor-core
+scopes (``wmma.accumulator``...). Region slices with an omitted bound
+(``A[:64]``, ``A[8:]``). The opaque intrinsics ``T.tvm_fill_fragment``,
+``T.tvm_load_matrix_sync``, ``T.tvm_store_matrix_sync``, ``T.tvm_mma_sync``,
+``T.tvm_bmma_sync``, ``T.tvm_access_ptr`` and ``T.type_annotation``, with the
+buffer fields ``A.data`` / ``A.elem_offset`` / ``A.strides[i]`` and
+``A.access_ptr(mask)`` (read as the ``T.tvm_access_ptr`` call TVM makes of it):
+kept as :class:`~workbench.ir.OpaqueCall` / :class:`~workbench.ir.BufferField`,
+printed back, refused by the C backend; ``A.data`` counts as reading and writing
+all of ``A`` (``T.tvm_access_ptr``: as its mask says), as in TVM's region
+analysis. For the decorators only, a free name of the decorated function that
+refers to a plain ``str`` / ``int`` / ``float`` / ``bool`` in its closure or module
+globals reads as that constant (reading a value runs nothing; text given to
+:func:`from_script` has no such scope).
 
 **Refused** (with the line and column): ``T.axis.scan`` / ``T.axis.opaque``,
 vector accesses (slices of a buffer in an expression), ``T.launch_thread``,
-``T.allocate``, ``T.decl_buffer``, ``T.attr``, ``T.assume``, buffer ``strides`` /
-``elem_offset`` / ``data``, scalar function parameters, ``while``, ``return``,
-``**`` and bitwise operators, ``a if c else b``, and anything that is not
-TVMScript (other calls, lambdas, comprehensions, f-strings).
+``T.allocate``, ``T.decl_buffer``, ``T.attr``, ``T.assume``, layout keywords that
+change the layout (``strides`` other than compact, ``elem_offset`` other than 0,
+``data=``...), scalar parameters not used as shape variables, ``while``,
+``return``, ``**`` and bitwise operators, ``a if c else b``, and anything that is
+not TVMScript (other calls, lambdas, comprehensions, f-strings).
 """
 
 from .decorators import ir_module, prim_func

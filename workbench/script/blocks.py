@@ -107,12 +107,15 @@ class BlockParser(ExprParser):
                 raise self.err(node, f"{fn}: buffer `{buf.name}` has {buf.ndim} dimension(s), "
                                      f"the region has {len(idx)}")
             out = []
-            for n in idx:
+            for d, n in enumerate(idx):
                 if isinstance(n, ast.Slice):
-                    if n.step is not None or n.lower is None or n.upper is None:
-                        raise self.err(n, f"{fn}: a region slice is `lo:hi`")
-                    lo = self.prim(n.lower, buf.index_dtype)
-                    hi = self.prim(n.upper, lo.dtype)
+                    if n.step is not None:
+                        raise self.err(n, f"{fn}: a region slice is `lo:hi` (no step)")
+                    # an omitted bound is the dimension's start / end, as in Python
+                    lo = self.prim(n.lower, buf.index_dtype) if n.lower is not None \
+                        else E.IntImm(0, buf.index_dtype)
+                    hi = self.prim(n.upper, lo.dtype) if n.upper is not None \
+                        else E.extent_expr(buf.shape[d], buf.index_dtype)
                     a, b = self.match(hi, lo, n)
                     out.append((lo, _extent_of(a, b)))
                 else:
@@ -166,12 +169,15 @@ class BlockParser(ExprParser):
         self.header(call, "T.match_buffer of a region")
         src, region = self.region(src_node, "T.match_buffer")
         offset_factor = 0
-        if "offset_factor" in kwargs:
-            offset_factor = self.expr(kwargs["offset_factor"])
-            if isinstance(offset_factor, bool) or not isinstance(offset_factor, int):
-                raise self.err(kwargs["offset_factor"], "offset_factor must be an integer")
-        buf = self.buffer_decl(name, call, rest, kwargs, "T.match_buffer",
-                               allow=("scope", "offset_factor"))
+        if "offset_factor" in kwargs:  # kept: printed back as read
+            of_node = kwargs.pop("offset_factor")
+            offset_factor = self.expr(of_node)
+            if isinstance(offset_factor, E.IntImm):
+                offset_factor = offset_factor.value
+            if isinstance(offset_factor, bool) or not isinstance(offset_factor, int) \
+                    or offset_factor < 0:
+                raise self.err(of_node, "offset_factor must be a non-negative integer")
+        buf = self.buffer_decl(name, call, rest, kwargs, "T.match_buffer", view_of=src)
         try:
             m = MatchBufferRegion(buf, BufferRegion(src, region), offset_factor)
         except ValueError as e:
@@ -258,8 +264,11 @@ class BlockParser(ExprParser):
             raise self.err(args[0], 'a block named "root" must be the whole function body '
                                     "(the function's root block)")
         if name in self.block_names:
-            raise self.err(args[0], f'block name "{name}" is used twice; block names are '
-                                    "unique within a function")
+            first = self.block_names[name].lineno + self.src.line_offset
+            raise self.err(args[0], f'block name "{name}" is used twice in one function '
+                                    f"(first on line {first}); TVM allows that, but the "
+                                    "workbench identifies blocks by name, so each block "
+                                    "needs its own")
         self.block_names[name] = call
         frame = Frame(name, n, nest=self.nest)
         self.frames.append(frame)

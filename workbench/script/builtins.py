@@ -32,9 +32,9 @@ def _arity(p, node: ast.AST, name: str, args: list, kwargs: dict, n: int,
     return out
 
 
-def _dtype_arg(p, node: ast.AST, name: str) -> str:
+def _dtype_arg(p, node: ast.AST, name: str, extra: tuple[str, ...] = ()) -> str:
     d = p.string(node, f"{name}'s dtype")
-    if d not in E.ALL_DTYPES:
+    if d not in E.ALL_DTYPES and d not in extra:
         raise p.err(node, f"{name}: unknown dtype {d!r}")
     return d
 
@@ -130,24 +130,91 @@ def _extern(pure: bool) -> Callable:
     name = "T.call_pure_extern" if pure else "T.call_extern"
 
     def fn(p, node, args, kwargs):
+        if "dtype" in kwargs:  # TVM passes dtype= on as the first argument
+            args = [kwargs.pop("dtype")] + list(args)
         if kwargs:
             raise p.err(node, f"{name}: unexpected argument `{next(iter(kwargs))}`")
         if len(args) < 2:
             raise p.err(node, f"{name} takes the result dtype, the function name and its "
                               "arguments")
-        dtype = p.string(args[0], f"{name}'s dtype")
-        if dtype not in E.ALL_DTYPES and dtype != "handle":
+        dtype = p.string(args[0], f"{name}'s dtype") or "void"  # "" is TVM's void
+        if dtype not in E.ALL_DTYPES and dtype not in ("handle", "void"):
             raise p.err(args[0], f"{name}: unknown dtype {dtype!r}")
         fname = p.string(args[1], f"{name}'s function name")
         if not fname.isidentifier():
             raise p.err(args[1], f"{name}: {fname!r} is not a C function name")
-        conv: list[E.PrimExpr] = []
-        for a in args[2:]:
-            v = p.expr(a)
-            conv.append(E.StringImm(v) if isinstance(v, str) else p.to_prim(v, a))
-        return E.CallExtern(dtype, fname, tuple(conv), pure)
+        return E.CallExtern(dtype, fname, _call_args(p, args[2:]), pure)
 
     return fn
+
+
+def _call_args(p, nodes: list) -> tuple[E.PrimExpr, ...]:
+    """Arguments of an extern or opaque call: strings become ``StringImm``."""
+    conv: list[E.PrimExpr] = []
+    for a in nodes:
+        v = p.expr(a)
+        conv.append(E.StringImm(v) if isinstance(v, str) else p.to_prim(v, a))
+    return tuple(conv)
+
+
+def _limit(which: str) -> Callable:
+    """``T.min_value(dtype)`` / ``T.max_value(dtype)``: the dtype's lowest / highest
+    value as a constant (floats: the largest finite value, as TVM)."""
+    name = f"T.{which}_value"
+
+    def fn(p, node, args, kwargs):
+        if kwargs or len(args) != 1:
+            raise p.err(node, f'{name} takes the dtype: {name}("float32")')
+        dtype = _dtype_arg(p, args[0], name)
+        return E.dtype_limit(dtype, which)
+
+    return fn
+
+
+#: TVM's opaque intrinsics: kept as :class:`~workbench.ir.OpaqueCall` (printed back,
+#: refused by the C backend). Their dtype is TVM's (``handle``).
+OPAQUE_INTRINSICS = (
+    "tvm_access_ptr",
+    "tvm_fill_fragment",
+    "tvm_load_matrix_sync",
+    "tvm_store_matrix_sync",
+    "tvm_mma_sync",
+    "tvm_bmma_sync",
+)
+
+
+def _opaque(op: str) -> Callable:
+    name = f"T.{op}"
+
+    def fn(p, node, args, kwargs):
+        if "dtype" in kwargs:  # TVM drops it; these intrinsics return a handle
+            d = _dtype_arg(p, kwargs.pop("dtype"), name, extra=("handle",))
+            if d != "handle":
+                raise p.err(node, f'{name} returns a handle, not {d}; write dtype="handle" '
+                                  "or leave it out")
+        if kwargs:
+            raise p.err(node, f"{name}: unexpected argument `{next(iter(kwargs))}`")
+        call = E.OpaqueCall(op, _call_args(p, args))
+        if op == "tvm_access_ptr":
+            _check_access_ptr(p, node, call)
+        return call
+
+    return fn
+
+
+def _check_access_ptr(p, node: ast.AST, call) -> None:
+    """``T.tvm_access_ptr(T.type_annotation(dtype), A.data, offset, extent, mask)``."""
+    a = call.args
+    if len(a) != 5 or not (isinstance(a[1], E.BufferField) and a[1].field == "data") \
+            or not (isinstance(a[4], E.IntImm) and 1 <= a[4].value <= 3):
+        raise p.err(node, "T.tvm_access_ptr takes T.type_annotation(dtype), a buffer's "
+                          ".data, the offset, the extent and the access mask (1 read, "
+                          "2 write, 3 both)")
+
+
+def type_annotation(p, node, args, kwargs):  # T.type_annotation(dtype)
+    (d,) = _arity(p, node, "T.type_annotation", args, kwargs, 1, ("dtype",))
+    return E.OpaqueCall("type_annotation", (), _dtype_arg(p, d, "T.type_annotation"))
 
 
 EXPR_BUILTINS: dict[str, Callable[..., Any]] = {
@@ -171,7 +238,19 @@ EXPR_BUILTINS: dict[str, Callable[..., Any]] = {
     "T.Let": let_expr,
     "T.call_extern": _extern(False),
     "T.call_pure_extern": _extern(True),
+    "T.min_value": _limit("min"),
+    "T.max_value": _limit("max"),
+    "T.type_annotation": type_annotation,
 }
 for _op in E.MATH_FUNCS:
     EXPR_BUILTINS[f"T.{_op}"] = _math(_op)
 EXPR_BUILTINS["T.fabs"] = _math("abs")
+for _op in OPAQUE_INTRINSICS:
+    EXPR_BUILTINS[f"T.{_op}"] = _opaque(_op)
+
+#: functions whose ``dtype=`` keyword TVM accepts and drops (its value's dtype is what
+#: the arguments give): the reader checks the keyword names that dtype.
+DTYPE_KEYWORD = frozenset(
+    ["T.if_then_else", "T.fabs", "T.floordiv", "T.floormod", "T.truncdiv"]
+    + [f"T.{op}" for op in E.MATH_FUNCS]
+)

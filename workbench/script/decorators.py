@@ -12,6 +12,7 @@ from typing import Any
 from ..ir.stmt import IRModule, PrimFunc
 from . import namespace
 from .errors import ParseError
+from .exprs import Unreadable
 from .module import _MODULES, parse_class, parse_function, parse_source
 from .parser import DEFAULT_ALIASES
 
@@ -24,11 +25,55 @@ def _aliases(globals_: dict[str, Any]) -> dict[str, str]:
             aliases[name] = "T"
         elif value is namespace.ir:
             aliases[name] = "I"
-        elif isinstance(value, types.ModuleType):
+        elif issubclass(type(value), types.ModuleType):  # no __class__ lookup on value
             prefix = _MODULES.get(getattr(value, "__name__", ""))
             if prefix is not None:
                 aliases[name] = prefix
     return aliases
+
+
+_PLAIN = (str, int, float, bool)
+
+
+def free_constants(func: types.FunctionType) -> dict[str, Any]:
+    """The plain constants (``str``, ``int``, ``float``, ``bool``; exact types) that the
+    free names of ``func`` refer to: its closure cells, then the module globals it
+    names. Reading a cell's or a global's value runs no code; any other value (an
+    object, a function, a subclass of ``str``...) is left out, so the name stays
+    unknown to the reader.
+
+    >>> label, shape = "tile", (4, 4)
+    >>> def f():
+    ...     return label, shape
+    >>> free_constants(f)["label"], free_constants(f)["shape"]
+    ('tile', <a tuple of the Python scope>)
+    """
+    code = func.__code__
+    out: dict[str, Any] = {}
+    g = func.__globals__
+    for name in code.co_names:
+        if name in g:
+            out[name] = _plain(g[name])
+    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell (assigned after the definition)
+            continue
+        out[name] = _plain(value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """``value`` when it is a plain constant; else a marker naming its type, so the
+    reader can say why it does not use it. Identity tests and the C-level type name
+    only: nothing a metaclass defines (``__eq__``, a ``__name__`` property) runs."""
+    cls = type(value)
+    if any(cls is t for t in _PLAIN):
+        return value
+    return Unreadable(_TYPE_NAME.__get__(cls, type))
+
+
+_TYPE_NAME = type.__dict__["__name__"]
 
 
 def _function_source(func: Any) -> tuple[str, str, int]:
@@ -95,7 +140,8 @@ def prim_func(func: Any = None, /, *, private: bool = False, s_tir: bool = False
         text, filename, offset = _function_source(f)
         src, tree = parse_source(text, filename, offset)
         node = _only(tree, ast.FunctionDef, src, f.__name__)
-        result = parse_function(src, node, _aliases(f.__globals__), check_decorators=False)
+        result = parse_function(src, node, _aliases(f.__globals__), check_decorators=False,
+                                constants=free_constants(f))
         assert result is not None
         return result
 
@@ -130,7 +176,9 @@ def ir_module(cls: Any = None, /) -> Any:
         node = _only(tree, ast.ClassDef, src, c.__name__)
         module = inspect.getmodule(c)
         aliases = _aliases(vars(module)) if module is not None else dict(DEFAULT_ALIASES)
-        return parse_class(src, node, aliases, check_decorators=False)
+        constants = {name: free_constants(v) for name, v in vars(c).items()
+                     if isinstance(v, types.FunctionType)}
+        return parse_class(src, node, aliases, check_decorators=False, constants=constants)
 
     return wrap if cls is None else wrap(cls)
 
@@ -142,4 +190,4 @@ def _only(tree: ast.Module, kind: type, src, name: str):
     raise ParseError(f"the source of `{name}` holds no {kind.__name__}", filename=src.filename)
 
 
-__all__ = ["ir_module", "prim_func"]
+__all__ = ["free_constants", "ir_module", "prim_func"]

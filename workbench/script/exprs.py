@@ -41,6 +41,19 @@ class Qual:
         return self.name
 
 
+class Unreadable:
+    """A free name of a decorated function whose value is not a plain constant (an
+    object, a function, a tuple...): the reader names it in its error."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<a {self.type_name} of the Python scope>"
+
+
 class Handle:
     """A ``T.handle`` parameter, waiting for its ``T.match_buffer``."""
 
@@ -99,6 +112,7 @@ class ExprParser:
     src: Any
     env: dict[str, Any]
     aliases: dict[str, str]
+    constants: dict[str, Any] = {}  # read only; the decorators fill a parser's own
 
     def err(self, node: ast.AST | None, msg: str) -> ParseError:
         return self.src.error(node, msg)
@@ -196,6 +210,13 @@ class ExprParser:
             return v
         if node.id in self.aliases:
             return Qual(self.aliases[node.id])
+        v = self.constants.get(node.id, _MISSING)
+        if isinstance(v, Unreadable):
+            raise self.err(node, f"name `{node.id}` is a {v.type_name} of the enclosing "
+                                 "Python scope; the reader takes only plain str / int / "
+                                 "float / bool constants from there")
+        if v is not _MISSING:  # a plain constant of the decorated function's scope
+            return v
         raise self.err(node, f"name `{node.id}` is not defined")
 
     def _attribute(self, node: ast.Attribute) -> Any:
@@ -204,8 +225,9 @@ class ExprParser:
             return Qual(q)
         base = self.expr(node.value)
         if isinstance(base, Buffer):
-            raise self.err(node, f"buffer attribute `{node.attr}` is not supported "
-                                 f"(buffer `{base.name}`)")
+            from .layout import buffer_attribute
+
+            return buffer_attribute(self, base, node.attr, node)
         raise self.err(node, f"attribute `{node.attr}` of {_kind(base)} is not supported")
 
     def _tuple(self, node: ast.Tuple) -> tuple:
@@ -325,6 +347,11 @@ class ExprParser:
             return E.BufferLoad(base, self.indices(base, node))
         if isinstance(base, Qual):
             return self.call_builtin(base.name, node, _subscript_args(node.slice), {})
+        if isinstance(base, tuple) and not isinstance(node.slice, ast.Slice):
+            k = self.expr(node.slice)  # ``A.strides[0]``
+            if isinstance(k, int) and not isinstance(k, bool) and -len(base) <= k < len(base):
+                return base[k]
+            raise self.err(node.slice, f"index {k!r} out of range for {len(base)} entries")
         raise self.err(node, f"indexing {_kind(base)} is not supported")
 
     def index_nodes(self, node: ast.Subscript) -> list[ast.AST]:
@@ -354,6 +381,15 @@ class ExprParser:
 
     def _call(self, node: ast.Call) -> Any:
         name = self.qual(node.func)
+        if name is None and isinstance(node.func, ast.Attribute):
+            base = self.expr(node.func.value)
+            if isinstance(base, Buffer):
+                if node.func.attr == "access_ptr":
+                    from .layout import access_ptr
+
+                    return access_ptr(self, base, node)
+                raise self.err(node.func, f"buffer method `{node.func.attr}` is not supported "
+                                          f"(buffer `{base.name}`)")
         if name is None:
             if isinstance(node.func, ast.Name) and node.func.id == "range":
                 raise self.err(node, "range(...) only makes a loop: `for i in range(n):`")
@@ -371,13 +407,25 @@ class ExprParser:
         return self.call_builtin(name, node, args, kwargs)
 
     def call_builtin(self, name: str, node: ast.AST, args: list, kwargs: dict) -> Any:
-        from .builtins import EXPR_BUILTINS
+        from .builtins import DTYPE_KEYWORD, EXPR_BUILTINS
 
         fn = EXPR_BUILTINS.get(name)
         if fn is None:
             if name in DTYPE_CTORS:
                 return self.dtype_ctor(DTYPE_CTORS[name], node, args, kwargs)
             raise self.err(node, f"{_unknown(name)}")
+        if name in DTYPE_KEYWORD and "dtype" in kwargs:
+            # TVM drops this keyword (the value's dtype comes from the arguments); a
+            # keyword that names another dtype is a mistake, not a cast
+            kwargs = dict(kwargs)
+            want_node = kwargs.pop("dtype")
+            want = self.string(want_node, f"{name}'s dtype")
+            value = fn(self, node, args, kwargs)
+            if isinstance(value, E.PrimExpr) and value.dtype != want:
+                raise self.err(want_node, f'{name}: dtype="{want}" does not match the '
+                                          f"value's dtype {value.dtype} (TVM ignores the "
+                                          "keyword; convert with T.Cast)")
+            return value
         return fn(self, node, args, kwargs)
 
     def dtype_ctor(self, dtype: str, node: ast.AST, args: list, kwargs: dict) -> Any:

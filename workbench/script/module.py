@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import textwrap
 import warnings
+from typing import Any
 
 from ..ir.stmt import IRModule, PrimFunc
 from .errors import ParseError, Source
@@ -108,10 +109,12 @@ def _check_decorators(p: Parser, node: ast.FunctionDef | ast.ClassDef, want: str
 
 
 def parse_function(src: Source, node: ast.FunctionDef, aliases: dict[str, str],
-                   check_decorators: bool = True,
-                   type_vars: tuple[str, ...] = ()) -> PrimFunc | None:
-    """The PrimFunc of one ``def`` (None for a skipped Relax function)."""
-    p = Parser(src, aliases, type_vars)
+                   check_decorators: bool = True, type_vars: tuple[str, ...] = (),
+                   constants: dict[str, Any] | None = None) -> PrimFunc | None:
+    """The PrimFunc of one ``def`` (None for a skipped Relax function). ``constants``:
+    plain values of free names (only the decorators pass them; see
+    :func:`.decorators.free_constants`)."""
+    p = Parser(src, aliases, type_vars, constants)
     if check_decorators and _check_decorators(p, node, "prim_func") == "relax":
         warnings.warn(f"Relax function `{node.name}` left out: the workbench holds TIR "
                       "functions only", SkippedFunctionWarning, stacklevel=4)
@@ -120,7 +123,10 @@ def parse_function(src: Source, node: ast.FunctionDef, aliases: dict[str, str],
 
 
 def parse_class(src: Source, node: ast.ClassDef, aliases: dict[str, str],
-                check_decorators: bool = True, type_vars: tuple[str, ...] = ()) -> IRModule:
+                check_decorators: bool = True, type_vars: tuple[str, ...] = (),
+                constants: dict[str, dict[str, Any]] | None = None) -> IRModule:
+    """The IRModule of an ``@I.ir_module`` class; ``constants`` maps a method's name to
+    its free constants (decorators only)."""
     p = Parser(src, aliases)
     if check_decorators:
         _check_decorators(p, node, "ir_module")
@@ -129,7 +135,8 @@ def parse_class(src: Source, node: ast.ClassDef, aliases: dict[str, str],
     funcs: list[PrimFunc] = []
     for i, stmt in enumerate(node.body):
         if isinstance(stmt, ast.FunctionDef):
-            f = parse_function(src, stmt, aliases, type_vars=type_vars)
+            f = parse_function(src, stmt, aliases, type_vars=type_vars,
+                               constants=(constants or {}).get(stmt.name))
             if f is not None:
                 if any(g.name == f.name for g in funcs):
                     raise p.err(stmt, f"the module defines `{f.name}` twice")

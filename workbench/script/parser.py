@@ -17,7 +17,8 @@ import ast
 from typing import Any
 
 from ..ir import expr as E
-from ..ir.buffer import SCOPES, Buffer
+from ..ir.buffer import Buffer
+from ..ir.functor import expr_vars
 from ..ir.stmt import (
     THREAD_TAGS,
     Block,
@@ -32,6 +33,7 @@ from ..ir.stmt import (
 )
 from .blocks import _AXIS, _AXIS_OTHER, _BLOCK, BlockParser, Frame, _apply_alignment
 from .exprs import DTYPE_CTORS, Handle, Qual, _kind
+from .layout import check_layout, scope_value
 
 _MISSING = object()
 
@@ -53,8 +55,9 @@ class Parser(BlockParser):
     """Reads one function; ``aliases`` maps import names to ``T``/``I``/``R``/``tvm``."""
 
     def __init__(self, src, aliases: dict[str, str] | None = None,
-                 type_vars: tuple[str, ...] = ()):
+                 type_vars: tuple[str, ...] = (), constants: dict[str, Any] | None = None):
         self.src = src
+        self.constants = dict(constants or {})
         self.type_vars = type_vars
         self.weak: set[E.Var] = set()  # TypeVar names: a declaration in the function wins
         self.env: dict[str, Any] = {}
@@ -67,6 +70,7 @@ class Parser(BlockParser):
         self.loop_dom: dict[E.Var, int | E.PrimExpr] = {}
         self.attrs: dict[str, Any] = {}
         self.symbolic: list[E.Var] = []
+        self.declared_strides: dict[Buffer, tuple] = {}
 
     # -- scopes ----------------------------------------------------------------
     def push(self) -> None:
@@ -113,8 +117,17 @@ class Parser(BlockParser):
                                          "annotation")
         for name in self.type_vars:  # TVM prints int64 shape variables as TypeVars
             self.weak.add(self.symbolic_var_named(name, "int64"))
+        # scalar parameters first: buffer shapes anywhere in the signature may use them
+        # (TVM prints ``A: T.Buffer(("n", 128))`` before ``n: T.int32``)
+        scalars: dict[str, tuple[ast.arg, E.Var]] = {}
+        for arg in a.args:
+            dtype = self.scalar_param(arg)
+            if dtype is not None:
+                scalars[arg.arg] = (arg, self.symbolic_var_named(arg.arg, dtype))
         params: list[Buffer | Handle] = []
         for arg in a.args:
+            if arg.arg in scalars:
+                continue
             if arg.annotation is None:
                 raise self.err(arg, f"parameter `{arg.arg}` needs a type: "
                                     f"`{arg.arg}: T.Buffer((128,), \"float32\")` or T.handle")
@@ -131,6 +144,9 @@ class Parser(BlockParser):
         prelude, rest = self.split_prelude(body_nodes)
         for n in prelude:
             self.stmt(n)
+        known = [p.buffer if isinstance(p, Handle) else p for p in params]
+        if scalars and all(b is not None for b in known):  # every shape is known: check now
+            self.check_scalars(scalars, known)  # type: ignore[arg-type]
         explicit = _explicit_root(self, rest)
         if explicit is not None:
             self.frames[-1] = root = Frame("root", explicit, is_root=True)
@@ -142,7 +158,7 @@ class Parser(BlockParser):
         self.frames.pop()
 
         buffers: list[Buffer] = []
-        for arg, p in zip(a.args, params):
+        for arg, p in zip([x for x in a.args if x.arg not in scalars], params):
             if isinstance(p, Handle):
                 if p.buffer is None:
                     raise self.err(arg, f"handle `{p.name}` is never matched: add "
@@ -155,7 +171,38 @@ class Parser(BlockParser):
                       if not (k == "global_symbol" and v == node.name)
                       and not (k in _NOALIAS and v is True))
         func = _make_func(node.name, tuple(buffers), block, attrs, self.symbolic)
+        self.check_scalars(scalars, buffers)
         return _apply_alignment(func)
+
+    def check_scalars(self, scalars: dict[str, tuple[ast.arg, E.Var]],
+                      buffers: list[Buffer]) -> None:
+        """Each scalar parameter must be a shape variable of some buffer parameter."""
+        used: set[E.Var] = set()
+        for b in buffers:
+            for d in b.shape:
+                if isinstance(d, E.PrimExpr):
+                    used |= expr_vars(d)
+        for arg, var in scalars.values():
+            if var not in used:
+                q = ast.unparse(arg.annotation)  # type: ignore[arg-type]
+                raise self.err(arg.annotation, f"scalar parameter `{arg.arg}: {q}` is not "
+                                               "used in any buffer shape; the workbench's "
+                                               "functions take buffers, and reads a scalar "
+                                               "parameter only as a shape variable (its "
+                                               "value comes from the arrays passed)")
+
+    def scalar_param(self, arg: ast.arg) -> str | None:
+        """``n: T.int32`` / ``n: T.int64``: the dtype of a scalar parameter (read as a
+        shape variable), None for other parameters."""
+        ann = arg.annotation
+        q = self.qual(ann) if ann is not None else None
+        if q not in DTYPE_CTORS:
+            return None
+        dtype = DTYPE_CTORS[q]
+        if dtype not in ("int32", "int64"):
+            raise self.err(ann, f"scalar parameter `{arg.arg}: {q}` is not supported; only "
+                                "int32 / int64 parameters used as buffer sizes are")
+        return dtype
 
     def split_prelude(self, nodes: list[ast.stmt]) -> tuple[list[ast.stmt], list[ast.stmt]]:
         """Leading T.func_attr / T.match_buffer / symbolic-variable statements."""
@@ -199,9 +246,6 @@ class Parser(BlockParser):
             else:
                 raise self.err(ann, "T.Buffer needs a shape: T.Buffer((128,), \"float32\")")
             return self.buffer_decl(arg.arg, ann, args, kwargs, "T.Buffer")
-        if q in DTYPE_CTORS:
-            raise self.err(ann, f"scalar parameter `{arg.arg}: {q}` is not supported; "
-                                "pass buffers (symbolic sizes come from buffer shapes)")
         raise self.err(ann, f"parameter `{arg.arg}` must be a T.Buffer(...) or T.handle")
 
     def quoted_var(self, name: str, node: ast.AST) -> E.Var:
@@ -214,9 +258,11 @@ class Parser(BlockParser):
         return self.symbolic_var_named(name, "int32")
 
     def buffer_decl(self, name: str, node: ast.AST, args: list, kwargs: dict,
-                    fn: str, allow: tuple[str, ...] = ("scope",)) -> Buffer:
+                    fn: str, view_of: Buffer | None = None) -> Buffer:
         """``T.Buffer`` / ``T.alloc_buffer`` / ``T.match_buffer`` arguments after the
-        source: shape, dtype and (keywords) scope."""
+        source: shape, dtype, ``scope=`` and the layout keywords (:mod:`.layout`);
+        ``view_of`` is the source buffer of a block's match_buffer."""
+        kwargs = dict(kwargs)
         names = ("shape", "dtype")
         for i, key in enumerate(names):
             if key in kwargs:
@@ -236,31 +282,21 @@ class Parser(BlockParser):
             if dtype not in E.ALL_DTYPES:
                 raise self.err(args[1], f"{fn}: unknown dtype {dtype!r}")
         scope = "global"
-        for key, vnode in kwargs.items():
-            v = self.expr(vnode)
-            if key == "scope" and key in allow:
-                if v not in SCOPES:
-                    raise self.err(vnode, f"{fn}: unknown scope {v!r}; the workbench knows "
-                                          f"{', '.join(SCOPES)}")
-                scope = v
-            elif key == "offset_factor" and key in allow:
-                pass
-            elif (key, v) in (("align", -1), ("align", 0), ("offset_factor", 0),
-                              ("offset_factor", 1), ("buffer_type", ""),
-                              ("buffer_type", "default"), ("strides", None),
-                              ("elem_offset", None), ("data", None),
-                              ("axis_separators", None)):
-                pass
-            else:
-                raise self.err(vnode, f"{fn}: argument `{key}` is not supported")
+        if "scope" in kwargs:
+            snode = kwargs.pop("scope")
+            scope = scope_value(self, self.expr(snode), snode, fn)
+        strides = check_layout(self, fn, kwargs, shape, view_of)
         if name in self.buffer_names:
             raise self.err(node, f"buffer name `{name}` is used twice; buffer names are unique "
                                  "within a function")
         self.buffer_names.add(name)
         try:
-            return Buffer(name, shape, dtype, scope)
+            buf = Buffer(name, shape, dtype, scope)
         except ValueError as e:
             raise self.err(node, str(e)) from None
+        if strides is not None:
+            self.declared_strides[buf] = strides
+        return buf
 
     def shape(self, node: ast.AST, fn: str, signature: bool = False) -> tuple:
         v = self.expr(node)
