@@ -36,6 +36,7 @@ from workbench.schedule.primitives.compute_at import (
     ProducersOutsideLoopError,
     RegionNotInvertibleError,
 )
+from workbench.schedule.primitives.compute_inline import OutputBlockError
 from workbench.testing import (
     assert_ir_unchanged,
     assert_schedule_error,
@@ -701,17 +702,24 @@ def test_reverse_compute_at_fail_not_in_same_scope():
     )
 
 
-def test_compute_at_fail_not_producer_under_loop():
-    """C is the output: it produces nothing any block under Y's j_0 reads."""
+def test_compute_at_fail_output_block():
+    """C writes the function's output: as in TVM, an output block cannot move."""
     sch = wb.Schedule(workload("mm_relu_128"))
     j0 = _mlc_seed(sch)
     c = sch.get_block("C")
+    err = assert_schedule_error(sch, lambda: sch.compute_at(c, j0), OutputBlockError, "C", "j_0")
+    assert str(err).startswith('compute_at: block "C" is an output block')
+
+
+def test_compute_at_fail_not_producer_under_loop():
+    """In A -> B -> C -> D, B feeds only C: nothing under D's loop reads it."""
+    sch = wb.Schedule(chain_func(16))
+    i, _ = sch.get_loops(sch.get_block("D"))
+    b = sch.get_block("B")
     err = assert_schedule_error(
-        sch, lambda: sch.compute_at(c, j0), NotProducerUnderLoopError, "C", "j_0"
+        sch, lambda: sch.compute_at(b, i), NotProducerUnderLoopError, "B", "i"
     )
-    assert str(err).startswith(
-        'compute_at: block "C" is not a producer of any block under loop "j_0"'
-    )
+    assert str(err).startswith('compute_at: block "B" is not a producer of any block under loop')
 
 
 def test_compute_at_fail_consumers_outside_loop():

@@ -89,8 +89,9 @@ class InvalidScheduleArgumentError(ScheduleError, ValueError):
     """An argument has the wrong type or value (a handle from another schedule...)."""
 
 
-class FunctionNotFoundError(ScheduleError, KeyError):
-    """The module has no function of that name, or several and none was chosen."""
+class FunctionNotFoundError(ScheduleError, KeyError, ValueError):
+    """The module has no function of that name, or several and none was chosen. Also a
+    ``ValueError``, as TVM raises there (and a ``KeyError``, a missing name)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return Exception.__str__(self)

@@ -36,7 +36,7 @@ from .primitives._common import (
     scope_of,
 )
 from .primitives.sampling import COMPUTE_INLINE, COMPUTE_ROOT, location_mark
-from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, Trace
+from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, NoneRV, Trace
 
 
 def _accepts_block_names(*params: str):
@@ -196,8 +196,8 @@ class Schedule:
         if self._func_name is None:
             raise FunctionNotFoundError(
                 primitive,
-                f"the module has several functions {self._mod.names}; pass func_name= "
-                "or call work_on() first",
+                f"the schedule does not know which function to be working on: the module has "
+                f"several functions {self._mod.names}; pass func_name= or call work_on() first",
             )
         return self._func_name
 
@@ -883,14 +883,15 @@ class Schedule:
         tiles = sampling.sample_perfect_tile(
             self._mod[func_name], var, n, max_innermost_factor, self._rng, decision
         )
-        rvs = [self._new(ExprRV, t) for t in tiles]
+        # -1: the unknown outer tile of a symbolic loop, returned as None (as TVM does)
+        rvs = [self._new(NoneRV, None) if t == -1 else self._new(ExprRV, t) for t in tiles]
         self._commit(
             "SamplePerfectTile",
             {"loop": loop, "n": n, "max_innermost_factor": max_innermost_factor},
             rvs,
             decision=tuple(tiles),
         )
-        return rvs  # type: ignore[return-value]
+        return [None if isinstance(r, NoneRV) else r for r in rvs]  # type: ignore[misc]
 
     def sample_categorical(
         self,

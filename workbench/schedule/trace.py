@@ -62,6 +62,15 @@ class ExprRV(RV):
     __slots__ = ()
 
 
+class NoneRV(ExprRV):
+    """An output TVM leaves unnamed (``_`` in the trace): the unknown outer tile that
+    ``sample_perfect_tile`` gives a loop of symbolic extent, which the schedule returns
+    as ``None`` (a split factor to infer)."""
+
+    prefix = "_"
+    __slots__ = ()
+
+
 # ---------------------------------------------------------------------------
 # instruction kinds
 
@@ -293,7 +302,7 @@ def _assign_names(insts: Sequence[Instruction]) -> dict[RV, str]:
     counter = 0
     for inst in insts:
         for out in inst.outputs:
-            names[out] = f"{out.prefix}{counter}"
+            names[out] = "_" if isinstance(out, NoneRV) else f"{out.prefix}{counter}"
             counter += 1
     return names
 
@@ -621,6 +630,8 @@ def _kind(step: int, name: Any) -> Kind:
 
 
 def _new_rv(step: int, name: Any, symbols: dict[str, RV]) -> RV:
+    if name == "_":  # an output TVM leaves unnamed (a None tile)
+        return NoneRV()
     if not isinstance(name, str) or not name or name[0] not in "blv":
         raise TraceError("load", f"step {step}: bad output handle name {name!r}")
     cls = {"b": BlockRV, "l": LoopRV, "v": ExprRV}[name[0]]
@@ -781,6 +792,7 @@ __all__ = [
     "BlockRV",
     "LoopRV",
     "ExprRV",
+    "NoneRV",
     "Instruction",
     "Kind",
     "KINDS",

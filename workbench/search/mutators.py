@@ -107,7 +107,7 @@ def mutate_tile_size(trace: Trace, index: int, rng: random.Random) -> tuple[int,
     n = len(tiles)
     limit = inst.arg("max_innermost_factor")
     limit = math.prod(tiles) if limit == -1 else limit
-    if n < 2:
+    if n < 2 or math.prod(tiles) < 2:  # as TVM: nothing to move (a symbolic loop: [-1, 1])
         return None
     for _ in range(8):
         src = rng.choice([i for i, t in enumerate(tiles) if t > 1] or [0])

@@ -92,7 +92,7 @@ def _divide(
     Returns ``(outer_binding, outer_extent, inner_binding, e)`` or None.
     """
     vars_ = expr_vars(value)
-    zero = const(0)
+    zero = const(0, value.dtype)  # an int64 binding keeps int64 parts
     if not vars_ & inner.keys():
         return value, extent, zero, 1
     if vars_ <= inner.keys():
@@ -206,7 +206,8 @@ def blockize(
     inner_ext = {lp.loop_var: lp.extent for lp in inner_loops}
     values = list(block.iter_values)
     if not preserve_unit_iters:
-        units = {lp.loop_var: const(0) for lp in loops_above(bpath) if lp.extent == 1}
+        units = {lp.loop_var: const(0, lp.loop_var.dtype)
+                 for lp in loops_above(bpath) if lp.extent == 1}
         values = [simplify(substitute(v, units)) for v in values]
 
     def not_divisible(what: str) -> SubspaceNotDivisibleError:
@@ -230,7 +231,8 @@ def blockize(
         outer_ivs.append(IterVar(o_var, o_ext, iv.kind))
         outer_vals.append(o_val)
         if i_ext == 1:
-            subst[iv.var] = const(0) if (o_ext == 1 and not preserve_unit_iters) else o_var
+            unit = o_ext == 1 and not preserve_unit_iters
+            subst[iv.var] = const(0, iv.var.dtype) if unit else o_var
             continue
         i_var = Var(f"{iv.var.name}_i", iv.var.dtype)
         inner_ivs.append(IterVar(i_var, i_ext, iv.kind))

@@ -59,6 +59,7 @@ from ...ir import (
     IfThenElse,
     IntImm,
     IterVar,
+    MatchBufferRegion,
     PrimExpr,
     PrimFunc,
     SeqStmt,
@@ -66,9 +67,9 @@ from ...ir import (
     Var,
 )
 from ...ir.analysis import block_names, child_blocks, collect_buffers, iter_blocks
-from ...ir.expr import GE, LT, Or, const
+from ...ir.expr import GE, LT, Or, const, extent_expr
 from ...ir.functor import Mutator, substitute
-from ...ir.intset import EMPTY, eval_interval, interval_union, narrow
+from ...ir.intset import EMPTY, eval_interval, interval_union, narrow, prove_le
 from ...ir.simplify import and_, int_range, simplify
 from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import (
@@ -379,10 +380,11 @@ def _cache_region(
     under the writer's predicate and ``extra`` (in the writer's iter vars), clipped to the
     buffer (TVM's RelaxBufferRegion); loops above ``container`` stay symbolic."""
     idx = next((i for i, s in enumerate(writer_path) if s is container), 0)
-    dom = {
-        s.loop_var: (const(0), const(s.extent - 1))
+    dom = {  # a loop of symbolic extent n runs over [0, n - 1]
+        s.loop_var: (const(0, s.loop_var.dtype),
+                     simplify(extent_expr(s.extent, s.loop_var.dtype) - 1))
         for s in writer_path[idx:-1]
-        if isinstance(s, For) and isinstance(s.extent, int)
+        if isinstance(s, For)
     }
     bindings = {iv.var: v for iv, v in zip(writer.iter_vars, writer.iter_values)}
     for cond in (writer.predicate, substitute(extra, bindings) if extra is not None else None):
@@ -392,6 +394,7 @@ def _cache_region(
     regions = [w.region for w in (writer.writes if writes else writer.reads) or ()
                if w.buffer is buf]
     out: list[tuple[PrimExpr, int]] = []
+    dt = buf.index_dtype
     for d, dim in enumerate(buf.shape):
         box = EMPTY
         for region in regions:
@@ -400,17 +403,19 @@ def _cache_region(
             hi = eval_interval(simplify(substitute(mn + ext - 1, bindings)), dom)
             piece = None if lo in (None, EMPTY) or hi in (None, EMPTY) else (lo[0], hi[1])
             box = interval_union(box, piece)
-        if box is None or box is EMPTY or not isinstance(dim, int):
-            out.append((const(0), dim))
+        if box is None or box is EMPTY:
+            out.append((const(0, dt), dim))
             continue
         lo_e, hi_e = box
-        if isinstance(lo_e, IntImm) and isinstance(hi_e, IntImm):
+        if isinstance(lo_e, IntImm) and isinstance(hi_e, IntImm) and isinstance(dim, int):
             start, stop = max(0, lo_e.value), min(dim, hi_e.value + 1)
-            out.append((const(start), max(stop - start, 1)))
+            out.append((const(start, dt), max(stop - start, 1)))
             continue
         width = simplify(hi_e - lo_e + 1)
-        if not isinstance(width, IntImm) or width.value >= dim:
-            out.append((const(0), dim))
+        # a symbolic dimension (n) keeps a tile of known width (``v * 32 + [0, 32)``)
+        too_wide = isinstance(width, IntImm) and isinstance(dim, int) and width.value >= dim
+        if not isinstance(width, IntImm) or too_wide:
+            out.append((const(0, dt), dim))
         else:
             out.append((lo_e, width.value))
     return out
@@ -434,10 +439,11 @@ def _copy_stage(
 
     ``bounds`` are the enclosing loops' ranges: where the box could leave the buffer
     (a tile of a non-dividing split), the copy gets a ``T.where`` guard."""
-    loop_vars = [Var(f"ax{d}") for d in range(len(region))]
     full = src if compact is dst else dst
+    dt = full.index_dtype  # the new loops and iter vars index the cached buffer
+    loop_vars = [Var(f"ax{d}", dt) for d in range(len(region))]
     shape = compact.shape if compact is not None else dst.shape
-    ivars = tuple(IterVar(Var(f"v{d}"), extent, "S") for d, extent in enumerate(shape))
+    ivars = tuple(IterVar(Var(f"v{d}", dt), extent, "S") for d, extent in enumerate(shape))
     known = dict(bounds or {})
     known.update({lv: (0, ext - 1) for lv, (_, ext) in zip(loop_vars, region)})
     if compact is None:
@@ -450,9 +456,13 @@ def _copy_stage(
     for value, extent in zip(positions, full.shape):
         lo, hi = int_range(value, known)
         if lo is None or lo < 0:
-            predicate = and_(predicate, GE(value, const(0)))
-        if hi is None or hi > extent - 1:
-            predicate = and_(predicate, LT(value, const(extent)))
+            predicate = and_(predicate, GE(value, const(0, value.dtype)))
+        if isinstance(extent, int):
+            outside = hi is None or hi > extent - 1
+        else:  # a symbolic dimension: guard unless the index provably stays below it
+            outside = not prove_le(value, simplify(extent - 1), known)
+        if outside:
+            predicate = and_(predicate, LT(value, extent_expr(extent, value.dtype)))
     idx = tuple(iv.var for iv in ivars)
     if compact is None:
         src_idx = dst_idx = idx
@@ -607,7 +617,8 @@ def _new_cache(func: PrimFunc, buf: Buffer, storage_scope: str) -> tuple[Buffer,
     """A full-size buffer ``<name>_<scope>`` (no storage_align hints) and the name of
     its copy block."""
     base = f"{buf.name}_{storage_scope}"
-    cache = Buffer(_fresh_buffer_name(func, base), buf.shape, buf.dtype, storage_scope)
+    cache = Buffer(_fresh_buffer_name(func, base), buf.shape, buf.dtype, storage_scope,
+                   index_dtype=buf.index_dtype)
     return cache, _fresh_block_name(func, base)
 
 
@@ -654,7 +665,7 @@ def cache_read(
     if writer is None:  # an input of the scope: copy it first thing
         position: tuple[list[Stmt], int] = ([], 0)
         known = [r for r in scope.reads or () if r.buffer is buf] if not is_root(scope) else []
-        region = [(const(0), dim) for dim in buf.shape]
+        region = [(const(0, buf.index_dtype), dim) for dim in buf.shape]
         block_path = find_block_path(func, prim, block_name)
         reader: Block = block_path[-1]  # type: ignore[assignment]
         nested = _nested_predicate(reader, buf, writes=False)
@@ -668,7 +679,13 @@ def cache_read(
                 for (mn, ext), dim in zip(known[0].region, buf.shape)
             ]
     else:
-        position, container = _place(func, prim, scope, writer, related, buf)
+        order = [b.name for b in scope_blocks(scope)]
+        if related and all(order.index(r) < order.index(writer.name) for r in related):
+            # every consumer runs before the buffer is (re)written, e.g. an in-place
+            # parameter read then written back: copy it first thing, as TVM does
+            position, container = ([], 0), scope.body
+        else:
+            position, container = _place(func, prim, scope, writer, related, buf)
         writer_path = _path_below(scope, find_block_path(func, prim, writer.name))
         region = _cache_region(buf, writer, writer_path, container)
     cache, offsets = _compact(cache, buf, region, position)
@@ -750,9 +767,8 @@ def _known(func: PrimFunc, scope_path: list[Stmt]) -> dict:
     region ``i * 16 + ax0`` inside a block over ``i`` in [0, 8) stays in bounds)."""
     known = loop_bounds(func)
     for s in scope_path:
-        if isinstance(s, Block):
-            known.update({iv.var: (0, iv.extent - 1) for iv in s.iter_vars
-                          if isinstance(iv.extent, int)})
+        if isinstance(s, Block):  # (a symbolic extent gives a symbolic end, n - 1)
+            known.update({iv.var: (0, iv.extent - 1) for iv in s.iter_vars})
     return known
 
 
@@ -810,8 +826,29 @@ def set_scope(func: PrimFunc, block_name: str, buffer_index: int, storage_scope:
         return func
     check_scope(func, prim, storage_scope, block_name)
     check_allocated(func, prim, buf, block_name)
-    name = _fresh_buffer_name(func, f"{buf.name}_{storage_scope}")
-    return swap_buffer(func, buf, buf.with_(scope=storage_scope, name=name))
+    taken = {b.name for b in collect_buffers(func)}
+    mapping = {buf: buf.with_(scope=storage_scope,
+                              name=fresh_name(f"{buf.name}_{storage_scope}", taken))}
+    # views of the buffer (a block's T.match_buffer, or a view of a view) move with it
+    for blk in iter_blocks(func.body):
+        for m in blk.match_buffers:
+            if m.source.buffer in mapping and m.buffer not in mapping:
+                view = m.buffer
+                mapping[view] = view.with_(
+                    scope=storage_scope, name=fresh_name(f"{view.name}_{storage_scope}", taken)
+                )
+    return func.with_body(_ViewSwap(mapping).visit_block(func.body))
+
+
+class _ViewSwap(BufferSwap):
+    """BufferSwap that also replaces the view buffer of a ``T.match_buffer``."""
+
+    def visit_match_buffer(self, m: MatchBufferRegion) -> MatchBufferRegion:
+        new = super().visit_match_buffer(m)
+        view = self.mapping.get(m.buffer)
+        if view is None:
+            return new
+        return MatchBufferRegion(view, new.source, new.offset_factor)
 
 
 __all__ = [

@@ -35,9 +35,13 @@ A range that may leave the iter var's domain or the buffer gets a ``T.where`` gu
 unless it is a constant range, which is simply cut to the domain (a ``T.where(j < 1)``
 consumer then needs one element, not 32).
 
-The rules of what may move are TVM's: compute_at needs every consumer under the loop,
-reverse_compute_at every producer; reverse_compute_at accepts a reduction block, whose
-reduction then runs piece by piece across the loop's iterations. Deliberate divergences:
+The rules of what may move are TVM's: compute_at needs every consumer under the loop and
+refuses an output block (one writing a buffer its scope block does not allocate, e.g. a
+function parameter), reverse_compute_at needs every producer under the loop; it accepts
+a reduction block, whose reduction then runs piece by piece across the loop's
+iterations. Loops of extent 1 around the target loop count as 0 in the new bindings and
+guards, and an iter var of extent 1 read as a whole index is mapped like any other (it
+gets a guard where the loop moves past it), as TVM's analysis does. Deliberate divergences:
 reverse_compute_at refuses where the moved block would not cover its whole domain over
 all iterations (:class:`DomainNotCoveredError`; TVM leaves part of the output
 uncomputed), and compute_at keeps a dimension no pattern solves at its full range where
@@ -69,6 +73,7 @@ from ._common import (
     scope_blocks,
     scope_of,
 )
+from .compute_inline import OutputBlockError
 
 # ---------------------------------------------------------------------------
 # errors
@@ -336,6 +341,12 @@ def _update_affine(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds) -> bool
         dom = (smin(lo[v], hi[v], bounds), smax(lo[v], hi[v], bounds))
         bound = (smin(blo[v], bhi[v]), smax(blo[v], bhi[v]))
         doms[v].union(dom, bound, bounds)
+    # a unit iter var that is a whole index stays an iterator in TVM's map (it does not
+    # simplify trivial iterators away): it must cover the required range of that index
+    for d, (index, _) in enumerate(p):
+        iv = iter_vars.get(index) if isinstance(index, Var) else None
+        if iv is not None and iv.extent == 1 and index not in lo:
+            doms[index].union(r[d], _const_iv(0, buf.shape[d] - 1), bounds)
     return True
 
 
@@ -352,8 +363,8 @@ def _prepare(primitive: str, func: PrimFunc, block_name: str, loop_var: Var):
     if _under(bpath, loop):
         raise LoopAboveBlockError(
             primitive,
-            f'block "{block_name}" is already under loop "{loop_var.name}"; choose a loop '
-            "outside the block's own loop nest",
+            f'loop "{loop_var.name}" is an ancestor of block "{block_name}" (the block is '
+            "already under it); choose a loop outside the block's own loop nest",
             func,
             **where,
         )
@@ -361,7 +372,7 @@ def _prepare(primitive: str, func: PrimFunc, block_name: str, loop_var: Var):
     if scope_of(lpath + [block]) is not scope:
         raise NotInSameScopeError(
             primitive,
-            f'block "{block_name}" and loop "{loop_var.name}" are in different block scopes',
+            f'block "{block_name}" and loop "{loop_var.name}" are not in the same block scope',
             func,
             **where,
         )
@@ -382,11 +393,31 @@ def _cover(
     a predicate where an iter var could leave its ``bound`` (TVM's MakeNewLoop)."""
     taken = names_in_scope(func, find_loop_path(func, primitive, loop.loop_var), block)
     bounds = loop_bounds(func)
+    all_loops = {s.loop_var: s.extent for s in iter_stmts(func.body) if isinstance(s, For)}
+    shape_vars = set(func.shape_vars)
+
+    def sym_le(a: PrimExpr, b: PrimExpr, bound_value_above: bool) -> bool:
+        """``a <= b`` shown through :func:`_sym_bound` of the side holding the value
+        (symbolic loops: ``fused // n + ax1 < 32`` under ``fused`` in ``[0, 32 * n)``)."""
+        if not shape_vars:
+            return False
+        if bound_value_above:
+            top = _sym_bound(a, all_loops, shape_vars, upper=True)
+            return top is not None and prove_le(top, b, bounds)
+        low = _sym_bound(b, all_loops, shape_vars, upper=False)
+        return low is not None and prove_le(a, low, bounds)
+
     loops: list[tuple[Var, int]] = []
     values: list[PrimExpr] = []
     guards: list[PrimExpr] = []
+    # loops of extent 1 around the target loop are 0 (TVM's analyzer knows their range)
+    lpath = find_loop_path(func, primitive, loop.loop_var)
+    units = {s.loop_var: const(0, s.loop_var.dtype) for s in lpath
+             if isinstance(s, For) and isinstance(s.extent, int) and s.extent == 1}
     for iv in block.iter_vars:
         (lo, hi), bound = doms[iv.var]
+        if units:
+            lo, hi = simplify(substitute(lo, units)), simplify(substitute(hi, units))
         upper = None
         ext_e = simplify(hi - lo + 1, bounds)
         if isinstance(ext_e, IntImm):
@@ -403,17 +434,22 @@ def _cover(
             ax = Var(fresh_name(f"ax{len(loops)}", taken), iv.var.dtype)  # int64 stays
             loops.append((ax, ext))
             bounds[ax] = (0, ext - 1)
+            all_loops[ax] = ext
             value = simplify(lo + ax, bounds)
         if bound is not None:
-            if not prove_le(bound[0], value, bounds):
+            if not prove_le(bound[0], value, bounds) and not sym_le(bound[0], value, False):
                 guards.append(_guard(LE, bound[0], value))
-            if not prove_le(value, bound[1], bounds):
+            if not prove_le(value, bound[1], bounds) and not sym_le(value, bound[1], True):
                 guards.append(_guard(LT, value, simplify(bound[1] + 1)))
         if upper is not None and not prove_le(value, upper, bounds):
             guards.append(LE(value, upper))
         values.append(value)
     predicate = _carried_predicate(block, values)
+    # in the guards a new loop of extent 1 is 0 (TVM simplifies the predicate knowing it)
+    unit_axes = {ax: const(0, ax.dtype) for ax, ext in loops if ext == 1}
     for g in guards:
+        if unit_axes:
+            g = type(g)(simplify(substitute(g.a, unit_axes)), simplify(substitute(g.b, unit_axes)))
         predicate = and_(predicate, g)
     new_block = replace(block, iter_values=tuple(values), predicate=simplify(predicate, bounds))
     stmt: Stmt = new_block
@@ -429,10 +465,10 @@ def _guard(cmp, a: PrimExpr, b: PrimExpr) -> PrimExpr:
 
     ta, ca = _linear(a)
     tb, cb = _linear(b)
-    if not ta and tb:  # c <cmp> expr + d   ->   c - d <cmp> expr
-        return cmp(const(ca - cb, a.dtype), _build(tb, 0, b.dtype))
+    if not ta and tb:  # c <cmp> expr + d   ->   c - d <cmp> expr  (in expr's index type)
+        return cmp(const(ca - cb, b.dtype), _build(tb, 0, b.dtype))
     if ta and not tb:  # expr + d <cmp> c   ->   expr <cmp> c - d
-        return cmp(_build(ta, 0, a.dtype), const(cb - ca, b.dtype))
+        return cmp(_build(ta, 0, a.dtype), const(cb - ca, a.dtype))
     return cmp(a, b)
 
 
@@ -531,17 +567,28 @@ def compute_at(
         if other is not block and any(w.buffer in writes for w in other.writes or ()):
             raise NotCompleteBlockError(
                 p,
-                f'block "{block_name}" is not the only writer of its output: block '
-                f'"{other.name}" writes it too',
+                f'block "{block_name}" is not a complete block (block "{other.name}" also '
+                "writes its output) nor a reduction block",
                 func,
                 **where,
             )
+    scope = scope_of(bpath)
+    outputs = [w.buffer.name for w in block.writes or () if w.buffer not in scope.alloc_buffers]
+    if outputs:  # TVM's CheckNotOutputBlock
+        raise OutputBlockError(
+            p,
+            f'block "{block_name}" is an output block: it writes "{outputs[0]}", which its scope '
+            f'block "{scope.name}" does not allocate; it cannot move under loop "{loop_var.name}"',
+            func,
+            **where,
+        )
     consumers = consumers_of(block, siblings)
     inside = [c for c in consumers if _under(paths[c.name], loop)]
     if not inside:
         raise NotProducerUnderLoopError(
             p,
-            f'block "{block_name}" is not a producer of any block under loop "{loop_var.name}"',
+            f'block "{block_name}" is not a producer of any block under loop "{loop_var.name}"; '
+            "compute_at requires all the consumer(s) of the block to be under the loop",
             func,
             **where,
         )
@@ -551,7 +598,8 @@ def compute_at(
         raise ConsumersOutsideLoopError(
             p,
             f'block "{block_name}" also feeds {names} outside loop "{loop_var.name}", which '
-            "would read partial results",
+            "would read partial results; compute_at requires all the consumer(s) of the block "
+            "to be under the loop",
             func,
             loops=[loop_var],
             blocks=[block_name, *outside],
@@ -593,8 +641,9 @@ def reverse_compute_at(
     if block.init is not None and not block.is_reduction:
         raise NotCompleteBlockError(
             p,
-            f'block "{block_name}" has an init statement but no reduction iter var; only '
-            f'complete or reduction blocks can be moved under loop "{loop_var.name}"',
+            f'block "{block_name}" has an init statement but no reduction iter var: it is '
+            "neither a complete block nor a reduction block, so it cannot be moved under loop "
+            f'"{loop_var.name}"',
             func,
             **where,
         )
@@ -603,7 +652,8 @@ def reverse_compute_at(
     if not inside:
         raise NotConsumerUnderLoopError(
             p,
-            f'block "{block_name}" is not a consumer of any block under loop "{loop_var.name}"',
+            f'block "{block_name}" is not a consumer of any block under loop "{loop_var.name}"; '
+            "reverse_compute_at requires all the producer(s) of the block to be under the loop",
             func,
             **where,
         )
@@ -613,7 +663,7 @@ def reverse_compute_at(
         raise ProducersOutsideLoopError(
             p,
             f'block "{block_name}" also reads from {names} outside loop "{loop_var.name}"; '
-            "every producer of the block must be under the loop",
+            "reverse_compute_at requires all the producer(s) of the block to be under the loop",
             func,
             loops=[loop_var],
             blocks=[block_name, *outside],
@@ -678,9 +728,61 @@ def _reaches(func: PrimFunc, end: PrimExpr, extent) -> bool:
     loops = {s.loop_var: s.extent for s in iter_stmts(func.body) if isinstance(s, For)}
     top = symbolic_max(end, loops)
     if top is None:
+        top = _sym_bound(end, loops, set(func.shape_vars), upper=True)
+    if top is None:
         return False
     shape_bounds = {v: (1, None) for v in func.shape_vars}
     return prove_nonneg(simplify(top - (extent_expr(extent, end.dtype) - 1)), shape_bounds)
+
+
+def _sym_bound(e: PrimExpr, loops: dict, shape_vars: set, upper: bool) -> PrimExpr | None:
+    """A bound (upper or lower) of ``e`` as every loop of ``loops`` (var -> extent, maybe
+    symbolic) runs over ``[0, extent)``, for sums, products by non-negative constants,
+    and ``x // d`` / ``x % d`` of a non-negative ``x`` by a positive constant or shape
+    variable ``d`` (shape variables are at least 1). ``(32 * n - 1) // n`` is ``31``:
+    the ``fused // n`` of a loop fused over ``(32, n)`` reaches 31. None if unknown."""
+    from ...ir.expr import Add, Sub
+    from ...ir.simplify import _linear
+
+    def go(x: PrimExpr, up: bool) -> PrimExpr | None:
+        if isinstance(x, IntImm):
+            return x
+        if isinstance(x, Var):
+            if x not in loops:
+                return x
+            if not up:
+                return const(0, x.dtype)
+            ext = loops[x]
+            return const(ext - 1, x.dtype) if isinstance(ext, int) else simplify(ext - 1)
+        if isinstance(x, Add):
+            a, b = go(x.a, up), go(x.b, up)
+            return None if a is None or b is None else simplify(a + b)
+        if isinstance(x, Sub):
+            a, b = go(x.a, up), go(x.b, not up)
+            return None if a is None or b is None else simplify(a - b)
+        if isinstance(x, Mul) and isinstance(x.b, IntImm) and x.b.value >= 0:
+            a = go(x.a, up)
+            return None if a is None else simplify(a * x.b.value)
+        divisor = isinstance(x, (FloorDiv, FloorMod)) and (
+            (isinstance(x.b, IntImm) and x.b.value > 0) or x.b in shape_vars
+        )
+        if not divisor or go(x.a, False) is None or not prove_le(const(0, x.dtype),
+                                                                  go(x.a, False)):
+            return None
+        if isinstance(x, FloorMod):
+            return simplify(x.b - 1) if up else const(0, x.dtype)
+        a = go(x.a, up)
+        if a is None:
+            return None
+        if isinstance(x.b, Var):  # (k * d + c) // d == k + c // d; c in [-1, 0] is exact
+            terms, cst = _linear(a)
+            if len(terms) == 1 and terms[0][0] is x.b and cst in (-1, 0):
+                return const(terms[0][1] + cst, x.dtype)
+            if not terms and cst == 0:
+                return const(0, x.dtype)
+        return simplify(floordiv(a, x.b))
+
+    return go(e, upper)
 
 
 def _check_covers_domain(primitive, func, block: Block, doms, where) -> None:
@@ -688,10 +790,17 @@ def _check_covers_domain(primitive, func, block: Block, doms, where) -> None:
     each iter var's domain (TVM does not check this; a block that covers less would leave
     part of its output uncomputed)."""
     bounds = loop_bounds(func)
+    loops = {s.loop_var: s.extent for s in iter_stmts(func.body) if isinstance(s, For)}
     for iv in block.iter_vars:
         (start, end), _ = doms[iv.var]
         lo, _ = int_range(start, bounds)
         _, hi = int_range(end, bounds)
+        if lo is None:  # a symbolic start: ``fused // n`` starts at 0
+            low = _sym_bound(start, loops, set(func.shape_vars), upper=False)
+            lo = low.value if isinstance(low, IntImm) else None
+        if hi is None and isinstance(iv.extent, int):
+            high = _sym_bound(end, loops, set(func.shape_vars), upper=True)
+            hi = high.value if isinstance(high, IntImm) else None
         if isinstance(iv.extent, PrimExpr) or hi is None:  # symbolic: prove it
             covered = lo is not None and lo <= 0 and _reaches(func, end, iv.extent)
         else:

@@ -22,7 +22,11 @@ The rules are TVM's:
   than the consumer's domain (a padded or split loop), the producer gets the predicate
   that keeps it inside the consumer's domain, ``T.where(i < 127)``, so it never writes
   past the consumer's output. A producer that covers less than the consumer's domain is
-  refused.
+  refused. A producer with an init (a complete block: only spatial iter vars) takes the
+  consumer into both its init and its update when the consumer copies the value
+  unchanged (a transpose, a reshape), as TVM does. Deliberate divergence: TVM folds any
+  consumer that way, so ``C = B + 1`` would add 1 to the init and again to the update;
+  we refuse a consumer that computes on the value there.
 
 The inlined buffer's allocation disappears with its block.
 """
@@ -42,7 +46,7 @@ from ...ir import (
     PrimFunc,
     Var,
 )
-from ...ir.expr import GE, LT, And, FloorDiv, const
+from ...ir.expr import GE, LT, And, FloorDiv, const, extent_expr, is_static
 from ...ir.functor import Mutator, iter_exprs, substitute
 from ...ir.intset import EMPTY, eval_interval, prove_le
 from ...ir.iter_map import detect_iter_map, inverse_iter_map
@@ -78,6 +82,11 @@ class ProducerNotCoveringError(ScheduleError):
     so folding the consumer into it would leave outputs uncomputed."""
 
 
+class OpaqueAccessError(ScheduleError):
+    """The buffer to inline is accessed opaquely (``B.data``, ``T.tvm_access_ptr``), an
+    access the primitive cannot rewrite (TVM's OpaqueAccessError)."""
+
+
 class BufferMatchedError(ScheduleError):
     """The buffer to inline is matched (``T.match_buffer``) by a block, an access the
     primitive cannot rewrite."""
@@ -111,7 +120,23 @@ def _allocated(func: PrimFunc, buffer: Buffer) -> bool:
 
 def _check_not_matched(primitive: str, func: PrimFunc, scope: Block, buf: Buffer, name: str):
     from ...ir.analysis import iter_blocks
+    from ...ir.expr import BufferField
+    from ...ir.functor import iter_stmts, stmt_exprs
 
+    for b in iter_blocks(scope):  # TVM's OpaqueAccessError: B.data, T.tvm_access_ptr(B.data)
+        own = [s for s in iter_stmts(b.body, enter_blocks=False)] + (
+            list(iter_stmts(b.init, enter_blocks=False)) if b.init is not None else []
+        )
+        for s in own:
+            if any(isinstance(x, BufferField) and x.buffer is buf
+                   for e in stmt_exprs(s) for x in iter_exprs(e)):
+                raise OpaqueAccessError(
+                    primitive,
+                    f'buffer "{buf.name}" of block "{name}" is accessed opaquely by block '
+                    f'"{b.name}" (through {buf.name}.data); that access cannot be rewritten',
+                    func,
+                    blocks=[name, b.name],
+                )
     for b in iter_blocks(scope):
         for m in getattr(b, "match_buffers", ()) or ():
             if m.source.buffer is buf:
@@ -220,23 +245,38 @@ def compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
 
 
 def _producer_store(primitive, func, block: Block, producer: Block):
-    """The producer's store, and the condition of the ``if`` around it (TVM accepts a
-    body ``if cond: B[...] = ...`` without else)."""
+    """The producer's store, the condition of the ``if`` around it (TVM accepts a body
+    ``if cond: B[...] = ...`` without else) and its init store (or None).
+
+    A producer with an init is accepted when, as TVM requires, it is still a complete
+    block (only spatial iter vars) and its init is one store of the same element; the
+    consumer is then folded into both (see :func:`reverse_compute_inline`)."""
     body, cond = producer.body, None
     if isinstance(body, IfThenElse) and body.else_case is None:
         body, cond = body.then_case, body.condition
-    if producer.init is not None or producer.is_reduction or not isinstance(body, BufferStore):
-        kind = "a reduction" if producer.init is not None or producer.is_reduction else (
-            "not a single store"
-        )
-        raise NotInlinableError(
+
+    def refuse(kind: str) -> NotInlinableError:
+        return NotInlinableError(
             primitive,
             f'block "{block.name}" cannot be folded into its producer "{producer.name}", '
             f"which is {kind}",
             func,
             blocks=[block.name, producer.name],
         )
-    return body, cond
+
+    if producer.is_reduction:
+        raise refuse("a reduction (not a complete block: it has a reduce iter var)")
+    if not isinstance(body, BufferStore):
+        raise refuse("not a single store")
+    init = producer.init
+    if init is not None and not (
+        cond is None
+        and isinstance(init, BufferStore)
+        and init.buffer is body.buffer
+        and [struct_key(i) for i in init.indices] == [struct_key(i) for i in body.indices]
+    ):
+        raise refuse("a block whose init is not a single store of the element it updates")
+    return body, cond, init
 
 
 def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
@@ -265,8 +305,20 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             blocks=[block_name, *(b.name for b in producers)],
         )
     producer = producers[0]
-    pstore, pcond = _producer_store(p, func, block, producer)
+    pstore, pcond, pinit = _producer_store(p, func, block, producer)
     buf = pstore.buffer
+    if pinit is not None and not (
+        isinstance(store.value, BufferLoad) and store.value.buffer is buf
+    ):
+        raise NotInlinableError(
+            p,
+            f'block "{block_name}" computes {store.value} from "{buf.name}"; it can be folded '
+            f'into producer "{producer.name}", which has an init, only if it copies the value '
+            "unchanged (a transpose or reshape): folded into both the init and the update, "
+            "anything else would be applied twice",
+            func,
+            blocks=[block_name, producer.name],
+        )
     if not _allocated(func, buf):
         raise OutputBlockError(
             p,
@@ -302,10 +354,12 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             blocks=[block_name, producer.name],
         )
     load_indices = loads[0].indices
-    m = detect_iter_map(load_indices, _iter_extents(block), bijective=False)
-    mapping = inverse_iter_map(m, pstore.indices) if m is not None else None
+    mapping = _direct_inverse(block, load_indices, pstore.indices)
+    if mapping is None and all(is_static(iv.extent) for iv in block.iter_vars):
+        m = detect_iter_map(load_indices, _iter_extents(block), bijective=False)
+        mapping = inverse_iter_map(m, pstore.indices) if m is not None else None
     for iv in block.iter_vars:
-        if iv.extent == 1 and mapping is not None:
+        if is_static(iv.extent) and iv.extent == 1 and mapping is not None:
             mapping.setdefault(iv.var, const(0, iv.var.dtype))
     missing = [] if mapping is None else [iv for iv in block.iter_vars if iv.var not in mapping]
     if mapping is None or missing:
@@ -319,16 +373,21 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             blocks=[block_name, producer.name],
         )
     pbounds = {iv.var: (0, iv.extent - 1) for iv in producer.iter_vars}
-    pdom = {v: (const(0), const(hi)) for v, (_, hi) in pbounds.items()}
+    pdom = {v: (const(0, v.dtype), extent_expr(hi, v.dtype)) for v, (_, hi) in pbounds.items()}
+    shape_bounds = {v: (1, None) for v in func.shape_vars}
     in_bounds: PrimExpr = const(True)
     for iv in block.iter_vars:
         e = simplify(mapping[iv.var], pbounds)
         r = eval_interval(e, pdom, pbounds)
         if r is None or r is EMPTY:
             continue
-        if (isinstance(r[0], IntImm) and r[0].value > 0) or (
-            isinstance(r[1], IntImm) and r[1].value < iv.extent - 1
-        ):
+        last = extent_expr(iv.extent, e.dtype) - 1
+        short = (
+            r[1].value < iv.extent - 1
+            if isinstance(r[1], IntImm) and is_static(iv.extent)
+            else prove_le(r[1] + 1, last, {**pbounds, **shape_bounds})
+        )
+        if (isinstance(r[0], IntImm) and r[0].value > 0) or short:
             raise ProducerNotCoveringError(
                 p,
                 f'block "{producer.name}" computes only part of the domain of block '
@@ -337,19 +396,44 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
                 func,
                 blocks=[block_name, producer.name],
             )
-        if not prove_le(const(0), e, pbounds):
-            in_bounds = and_(in_bounds, GE(e, const(0)))
-        if not prove_le(e, const(iv.extent - 1), pbounds):
-            in_bounds = and_(in_bounds, LT(e, const(iv.extent)))
+        if not prove_le(const(0, e.dtype), e, pbounds):
+            in_bounds = and_(in_bounds, GE(e, const(0, e.dtype)))
+        if not prove_le(e, last, pbounds):
+            in_bounds = and_(in_bounds, LT(e, extent_expr(iv.extent, e.dtype)))
     value = _ReplaceLoads(buf, lambda _idx: pstore.value).visit_expr(store.value)
     value = substitute(value, mapping)
     indices = tuple(simplify(substitute(i, mapping), pbounds) for i in store.indices)
-    new_store = BufferStore(store.buffer, value, indices)
+    if pinit is None:
+        new_store = BufferStore(store.buffer, value, indices)
+    else:  # a copy folded into init and update: both now work on the consumer's buffer
+        into = _ReplaceLoads(buf, lambda _idx: BufferLoad(store.buffer, indices))
+        new_store = BufferStore(store.buffer, into.visit_expr(pstore.value), indices)
     new_producer = _with_predicate(producer, new_store, pcond, in_bounds)
+    if pinit is not None:
+        new_init = BufferStore(store.buffer, pinit.value, indices)
+        new_producer = replace(new_producer, init=new_init, reads=None, writes=None)
     func = remove_stmt(func, path, p)
     ppath = find_block_path(func, p, producer.name)
     func = replace_path(func, ppath, new_producer)
     return remove_alloc(func, buf)
+
+
+def _direct_inverse(block: Block, load_indices, store_indices) -> dict | None:
+    """TVM's trivial case, which needs no iter map (and so works for symbolic extents):
+    the consumer reads the buffer at its iter vars in order (a unit iter var may be read
+    at 0). Then each iter var is the producer's store index at its position."""
+    ivs = block.iter_vars
+    if len(load_indices) != len(ivs) or len(store_indices) != len(ivs):
+        return None
+    mapping: dict = {}
+    for idx, iv, target in zip(load_indices, ivs, store_indices, strict=True):
+        if idx is iv.var:
+            mapping[iv.var] = target
+        elif is_static(iv.extent) and iv.extent == 1 and isinstance(idx, IntImm) and not idx.value:
+            mapping[iv.var] = const(0, iv.var.dtype)
+        else:
+            return None
+    return mapping
 
 
 def _with_predicate(producer: Block, store: BufferStore, pcond, in_bounds: PrimExpr) -> Block:

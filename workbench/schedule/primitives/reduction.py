@@ -69,6 +69,7 @@ from ...ir import (
     For,
     IntImm,
     IterVar,
+    LetStmt,
     Max,
     Min,
     Mul,
@@ -95,6 +96,7 @@ from ._common import (
     scope_of,
     used_names,
 )
+from ._pipeline import stage_pipeline_problem
 from .blockize import (
     NotSingleBlockError,
     and_all,
@@ -151,6 +153,11 @@ class ReductionPredicateError(ScheduleError):
 class UnrecognizedReducerError(ScheduleError):
     """``rfactor``: init and update are not ``X[i] = identity`` and
     ``X[i] = X[i] op rhs`` with ``op`` one of ``+``, ``*``, ``min``, ``max``."""
+
+
+class NotStagePipelineError(ScheduleError):
+    """The block's scope is not a stage pipeline (TVM's definition: no write-after-read
+    dependency, and every consumer's reads covered by what its producers write)."""
 
 
 class FactorAxisOutOfRangeError(ScheduleError, ValueError):
@@ -301,7 +308,10 @@ def decompose_reduction(
             chosen.append(lp)
         else:
             discarded.add(lp.loop_var)
-    loop_map = {lp.loop_var: Var(fresh_name(f"{lp.loop_var.name}_init", taken)) for lp in chosen}
+    loop_map = {
+        lp.loop_var: Var(fresh_name(f"{lp.loop_var.name}_init", taken), lp.loop_var.dtype)
+        for lp in chosen
+    }
     blocks = block_names_in(func)
     kept = [c for c in conjuncts(block.predicate) if not expr_vars(c) & discarded]
     init_block = Block(
@@ -367,6 +377,7 @@ def _reducer(func: PrimFunc, block: Block) -> tuple[BufferStore, type, PrimExpr,
 
     if not isinstance(init, BufferStore):
         raise refuse("the init is not a single store")
+    body = _unlet_update(body)
     if not isinstance(body, BufferStore):
         raise refuse("the body is not a single store")
     if init.buffer is not body.buffer or [struct_key(i) for i in init.indices] != [
@@ -392,6 +403,20 @@ def _reducer(func: PrimFunc, block: Block) -> tuple[BufferStore, type, PrimExpr,
     return body, op, rhs, init.value
 
 
+def _unlet_update(body: Stmt) -> Stmt:
+    """``v = value; X[idx] = v`` (a let-binding whose variable is the stored value, as
+    TVM's reducer pattern allows) as the single store ``X[idx] = value``; anything
+    else unchanged."""
+    if (
+        isinstance(body, LetStmt)
+        and isinstance(body.body, BufferStore)
+        and body.body.value is body.var
+        and not any(uses_var(i, body.var) for i in body.body.indices)
+    ):
+        return BufferStore(body.body.buffer, body.value, body.body.indices)
+    return body
+
+
 # ---------------------------------------------------------------------------
 # rfactor
 
@@ -401,6 +426,17 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var):
     lpath, bpath = single_block_under(p, func, loop_var)
     loop: For = lpath[-1]  # type: ignore[assignment]
     name, block_name = loop_var.name, bpath[-1].name  # type: ignore[attr-defined]
+    scope = scope_of(bpath)
+    problem = stage_pipeline_problem(func, scope, p)
+    if problem is not None:
+        raise NotStagePipelineError(
+            p,
+            f'the scope "{scope.name}" of block "{block_name}" (loop "{name}") is not a stage '
+            f"pipeline: {problem}",
+            func,
+            loops=[loop_var],
+            blocks=[block_name],
+        )
     block = check_reduction_block(p, func, bpath)
     if loop.kind != "serial":
         tag = f" to {loop.thread_tag}" if loop.thread_tag else ""
@@ -518,6 +554,10 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     numpy: ``-1`` appends). The original block keeps its name and becomes the
     write-back block, under its loops minus the reduction loops other than ``loop_var``.
 
+    As in TVM, the block's scope must be a stage pipeline (:mod:`._pipeline`), and an
+    update through a let-binding (``v = C[i] + x; C[i] = v``) is read as ``C[i] = C[i] +
+    x``.
+
     Predicates, where we deliberately differ from TVM 0.27: the write-back block keeps
     the conjuncts over spatial loops (TVM drops them and writes out of bounds), and a
     conjunct over reduction loops is accepted only if it holds at the rfactor block's
@@ -550,7 +590,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     # ---- the rfactor block, under copies of every loop
     loop_map = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
     rf_name = f"v{loop_var.name}"
-    add_var = Var(rf_name)
+    add_var = Var(rf_name, loop_var.dtype)  # new vars take their loop's index type
     ivs, values = [IterVar(add_var, loop.extent, "S")], [loop_map[loop_var]]
     names = {rf_name}
     loop_to_iter: dict[Var, PrimExpr] = {loop_var: add_var}
@@ -565,7 +605,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
         for x in _vars_in_order(value):
             if x in loop_to_iter or x not in by_var:
                 continue
-            new = Var(fresh_name(f"v{x.name}", names))
+            new = Var(fresh_name(f"v{x.name}", names), x.dtype)
             loop_to_iter[x] = new
             ivs.append(IterVar(new, by_var[x].extent, "R"))
             values.append(loop_map[x])
@@ -590,7 +630,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
         rf_nest = _copy_loop(lp, loop_map[lp.loop_var], rf_nest)
 
     # ---- the write-back block: original name, loops minus the other reduction loops
-    wb_var = Var(rf_name)
+    wb_var = Var(rf_name, loop_var.dtype)
     wb_ivs, wb_values = [IterVar(wb_var, loop.extent, "R")], [loop_var]
     spatial_map: dict[Var, PrimExpr] = {add_var: wb_var}
     for iv, value in zip(block.iter_vars, block.iter_values, strict=True):

@@ -211,7 +211,8 @@ def _check_tile_args(func: PrimFunc, loop: For, n: Any, max_innermost_factor: An
             func,
             loops=[loop.loop_var],
         )
-    if n == 1 and max_innermost_factor != -1 and loop.extent > max_innermost_factor:
+    if (n == 1 and max_innermost_factor != -1 and isinstance(loop.extent, int)
+            and loop.extent > max_innermost_factor):
         raise InvalidSamplingArgumentError(
             "sample_perfect_tile",
             f'loop "{name}" (extent {loop.extent}) cannot be tiled into 1 tile of at most '
@@ -263,6 +264,10 @@ def sample_perfect_tile(
     limit). With ``decision`` given it is validated and returned; otherwise one of
     :func:`perfect_tilings` is drawn uniformly from ``rng``.
 
+    A loop of symbolic extent (``n``) is tiled trivially, as TVM does: ``[-1, 1, ...,
+    1]``, where ``-1`` stands for the unknown outer tile (``Schedule.sample_perfect_tile``
+    returns ``None`` there, which ``split`` infers); a decision is then ignored.
+
     >>> import random, workbench as wb
     >>> func = wb.workloads.matmul(128, 128, 128)
     >>> j = func.body.body.body.loop_var
@@ -271,6 +276,8 @@ def sample_perfect_tile(
     """
     loop: For = find_loop_path(func, "sample_perfect_tile", loop_var)[-1]  # type: ignore[assignment]
     _check_tile_args(func, loop, n, max_innermost_factor)
+    if not isinstance(loop.extent, int):  # TVM's case 1: a loop of non-constant extent
+        return [-1] + [1] * (n - 1)
     if decision is not None:
         return _check_tile_decision(func, loop, n, max_innermost_factor, decision)
     return draw_perfect_tile(rng, loop.extent, n, max_innermost_factor)
