@@ -18,7 +18,12 @@ import pytest
 
 import workbench as wb
 from workbench.ir import Block, iter_stmts
-from workbench.testing import assert_verifies, roundtrip_trace, stochastic_schedule_mm
+from workbench.testing import (
+    assert_verifies,
+    gpu_tiled_matmul,
+    roundtrip_trace,
+    stochastic_schedule_mm,
+)
 
 # --------------------------------------------------------------------------- 1
 
@@ -139,26 +144,7 @@ def test_elementwise_chain_fused_into_one_pass():
 
 
 def gpu_matmul(func: wb.PrimFunc) -> wb.Schedule:
-    sch = wb.Schedule(func)
-    blk = sch.get_block("C")
-    a_sh = sch.cache_read(blk, 0, "shared")
-    b_sh = sch.cache_read(blk, 1, "shared")
-    c_loc = sch.cache_write(blk, 0, "local")
-    i, j, k = sch.get_loops(blk)
-    i0, i1 = sch.split(i, [None, 32])
-    j0, j1 = sch.split(j, [None, 32])
-    k0, k1 = sch.split(k, [None, 32])
-    sch.reorder(i0, j0, i1, j1, k0, k1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(i1, "threadIdx.y")
-    sch.bind(j1, "threadIdx.x")
-    sch.compute_at(a_sh, k0)
-    sch.compute_at(b_sh, k0)
-    sch.reverse_compute_at(c_loc, j1)
-    sch.storage_align(a_sh, 0, axis=0, factor=32, offset=1)
-    sch.storage_align(b_sh, 0, axis=0, factor=32, offset=1)
-    return sch
+    return gpu_tiled_matmul(wb.Schedule(func), tile=32, align=True)
 
 
 def test_gpu_style_matmul_builds_for_c_and_is_correct():

@@ -17,6 +17,7 @@ import pytest
 
 import workbench as wb
 from workbench.runtime.reference import random_args
+from workbench.testing import gpu_tiled_matmul
 
 tvm = pytest.importorskip("tvm", reason="apache-tvm is not installed (optional comparison)")
 
@@ -132,23 +133,8 @@ def stochastic(sch: wb.Schedule) -> None:
 
 
 def gpu_style(sch: wb.Schedule) -> None:
-    blk = sch.get_block("C")
-    a_sh = sch.cache_read(blk, 0, "shared")
-    b_sh = sch.cache_read(blk, 1, "shared")
-    c_loc = sch.cache_write(blk, 0, "local")
-    i, j, k = sch.get_loops(blk)
-    i0, i1 = sch.split(i, [None, 16])
-    j0, j1 = sch.split(j, [None, 16])
-    k0, k1 = sch.split(k, [None, 16])
-    sch.reorder(i0, j0, i1, j1, k0, k1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(i1, "threadIdx.y")
-    sch.bind(j1, "threadIdx.x")
-    sch.compute_at(a_sh, k0)
-    sch.compute_at(b_sh, k0)
-    sch.reverse_compute_at(c_loc, j1)
-    sch.storage_align(a_sh, 0, axis=0, factor=32, offset=1)
+    gpu_tiled_matmul(sch)
+    sch.storage_align(sch.get_block("A_shared"), 0, axis=0, factor=32, offset=1)
 
 
 def forum_local_tile(sch: wb.Schedule) -> None:

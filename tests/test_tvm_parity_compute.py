@@ -40,6 +40,7 @@ from workbench.testing import (
     assert_accesses_ok,
     assert_schedule_error,
     assert_verifies,
+    gpu_tiled_matmul,
     roundtrip_trace,
 )
 
@@ -627,23 +628,7 @@ def test_shared_cache_under_thread_loops_is_one_tile():
     allocated above the thread loops (all threads share it) but holds one k_0 step, the
     16 x 16 tile, as TVM's CompactBufferAllocation makes it, not 16 x 64."""
     func = wb.workloads.matmul(64, 64, 64)
-    sch = wb.Schedule(func)
-    blk = sch.get_block("C")
-    a_sh = sch.cache_read(blk, 0, "shared")
-    b_sh = sch.cache_read(blk, 1, "shared")
-    c_loc = sch.cache_write(blk, 0, "local")
-    i, j, k = sch.get_loops(blk)
-    i0, i1 = sch.split(i, [None, 16])
-    j0, j1 = sch.split(j, [None, 16])
-    k0, k1 = sch.split(k, [None, 16])
-    sch.reorder(i0, j0, i1, j1, k0, k1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(i1, "threadIdx.y")
-    sch.bind(j1, "threadIdx.x")
-    sch.compute_at(a_sh, k0)
-    sch.compute_at(b_sh, k0)
-    sch.reverse_compute_at(c_loc, j1)
+    sch = gpu_tiled_matmul(wb.Schedule(func))
     assert lowered_shapes(sch) == {"A_shared": (16, 16), "B_shared": (16, 16), "C_local": (1, 1)}
     check(sch, func)
 
