@@ -16,7 +16,7 @@ LAB_ARGS  ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 TEST_ENV  := MPLBACKEND=Agg
 NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
-.PHONY: venv browser-deps lab test lint bench tvm-check clean distclean
+.PHONY: venv browser-deps lab test lint bench tvm-check tvm-parity clean distclean
 
 venv: $(STAMP)
 
@@ -56,6 +56,13 @@ lint: venv
 tvm-check: venv
 	$(BIN)/python -m pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1
 	$(TEST_ENV) $(BIN)/python -m pytest -q tests/test_tvm_differential.py
+
+# Run TVM's own schedule unit tests (a checkout's tests/python/s_tir/schedule) on the
+# workbench and report agreement; needs no TVM install.
+TVM_TESTS ?=
+tvm-parity: venv
+	@test -n "$(TVM_TESTS)" || { echo "usage: make tvm-parity TVM_TESTS=path/to/tvm/tests/python/s_tir/schedule" >&2; exit 2; }
+	$(BIN)/python bench/tvm_parity/run.py --tvm-tests "$(TVM_TESTS)" --list
 
 bench: venv
 	$(BIN)/python bench/interactive.py
