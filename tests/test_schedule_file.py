@@ -275,3 +275,13 @@ def test_extern_calls_in_a_file_need_consent(tmp_path):
         ScheduleEditor(str(path))
     loaded = wb.load_schedule(path, allow_extern=True)
     assert wb.structural_equal(loaded.mod, sch.mod)
+
+
+def test_dashboard_refuses_a_database_workload_with_extern_calls(tmp_path):
+    func = wb.from_script(EXTERN_MODULE)
+    db = wb.Database(tmp_path / "db")
+    db.commit(func, wb.Schedule(func).trace,
+              wb.Measurement(samples=(1e-6,), number=1, repeat=1))
+    with pytest.raises(ValueError, match=r"calls external functions \['my_hook'\]"):
+        TuningDashboard(tmp_path / "db")
+    assert len(TuningDashboard(tmp_path / "db", func).model) == 1  # given by the user: fine

@@ -61,7 +61,15 @@ def _only_workload(database: Database | str | os.PathLike) -> PrimFunc:
         raise ValueError(f"the database holds {len(workloads)} workloads {names}; pass the "
                          "function to show: from_database(db, func)")
     parsed = from_script(workloads[0].script)
-    return parsed if isinstance(parsed, PrimFunc) else parsed[parsed.names[0]]
+    func = parsed if isinstance(parsed, PrimFunc) else parsed[parsed.names[0]]
+    from ..schedule.file import extern_calls
+
+    names = extern_calls(func)
+    if names:
+        raise ValueError(f"the database's workload {func.name!r} calls external functions "
+                         f"{names}, which would run as native code when built; pass the "
+                         "function yourself if you trust it: from_database(db, func)")
+    return func
 
 
 def format_ms(seconds: float) -> str:
