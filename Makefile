@@ -52,10 +52,11 @@ test: venv browser-deps
 lint: venv
 	$(BIN)/ruff check .
 
-# Optional: install apache-tvm into .venv and compare our schedules with TVM's own.
+# Optional: install apache-tvm into .venv and run every test marked `tvm`: our schedules,
+# printed text, parsed text and schedule files compared with TVM's own.
 tvm-check: venv
 	$(BIN)/python -m pip install apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1
-	$(TEST_ENV) $(BIN)/python -m pytest -q tests/test_tvm_differential.py
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m tvm tests
 
 # Run TVM's own schedule unit tests (a checkout's tests/python/s_tir/schedule) on the
 # workbench and report agreement; needs no TVM install.

@@ -348,8 +348,9 @@ def test_structural_equal_and_mutator_see_the_new_nodes():
     assert wb.ir.simplify(got).script() == 'T.call_extern("float32", "expf", T.float32(3))'
 
 
+@pytest.mark.tvm
 def test_tirx_text_with_the_new_constructs_is_read_by_tvm():
-    tvm = pytest.importorskip("tvm")
+    tvm = pytest.importorskip("tvm", reason="apache-tvm is not installed (optional)")
     for f in (_let_func(), _pad_func(), _tiled_copy(), _int64_func()):
         text = "\n".join(x for x in f.script(syntax="tirx").splitlines()
                          if not x.startswith("# from"))

@@ -64,8 +64,9 @@ def test_symbolic_text_round_trips_through_the_parser():
         assert wb.verify(parsed, f, shapes={"n": 7}).ok
 
 
+@pytest.mark.tvm
 def test_symbolic_tirx_text_is_read_by_tvm():
-    tvm = pytest.importorskip("tvm")
+    tvm = pytest.importorskip("tvm", reason="apache-tvm is not installed (optional)")
     text = "\n".join(x for x in _mm_relu().script(syntax="tirx").splitlines()
                      if not x.startswith("# from"))
     printed = tvm.script.from_source(text).script()
