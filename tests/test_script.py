@@ -398,7 +398,10 @@ ERRORS = {
                                     '        v = T.axis.remap("S", [i * 2])\n'
                                     "        A[v] = T.float32(0)"), 5, 36,
                                "T.axis.remap binds loop variables"),
-    "dtype mismatch": (_bad("A[0] = T.int32(1)"), 3, 12, "dtype int32 is stored into `A`"),
+    # a store converts its value to the buffer's dtype (as TVM); a constant out of range
+    # is refused (as TVM)
+    "constant out of range": (_bad("A[0] = T.int32(3)", 'A: T.Buffer((8,), "bool")'), 3, 12,
+                              "constant 3 stored into `A` is out of the range of bool"),
     "strides": (_bad("A[0] = T.float32(0)", 'A: T.Buffer((8,), "float32", strides=(2,))'), 2,
                 44, "argument `strides` is not supported"),
     "scalar parameter": (_bad("A[0] = T.float32(0)", "n: T.int32"), 2, 10,

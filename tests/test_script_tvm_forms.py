@@ -17,6 +17,7 @@ import workbench as wb
 from workbench.codegen import CodegenError, generate_c
 from workbench.ir import BufferField, CallExtern, FloatImm, IntImm, OpaqueCall
 from workbench.ir.analysis import iter_blocks
+from workbench.runtime.reference import evaluate
 from workbench.script import ParseError
 from workbench.script import tir as T
 from workbench.testing import assert_script_roundtrip
@@ -548,3 +549,164 @@ def test_tvm_reads_our_print_of_these_forms(name):
     back = wb.from_script(theirs.script())
     assert back.script() == ours.script()
     tvm.ir.assert_structural_equal(tvm.script.from_source(back.script(syntax="tirx")), theirs)
+
+
+# ---------------------------------------------------------------------------
+# T.likely: a branch hint that prints back and otherwise means its condition
+
+PAD_MAX = '''
+@T.prim_func
+def pad_max(X: T.Buffer((12, 12), "float32"), Y: T.Buffer((12, 12), "float32")):
+    P = T.alloc_buffer((12, 12))
+    for i, j in T.grid(12, 12):
+        with T.block("P"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            P[vi, vj] = X[vi, vj]
+    for i, j, di, dj in T.grid(12, 12, 3, 3):
+        with T.block("Y"):
+            vi, vj, vdi, vdj = T.axis.remap("SSRR", [i, j, di, dj])
+            with T.init():
+                Y[vi, vj] = T.float32(-100)
+            Y[vi, vj] = T.max(Y[vi, vj], T.if_then_else(
+                T.likely(1 <= vi + vdi, dtype="bool") and T.likely(vi + vdi < 13)
+                and T.likely(1 <= vj + vdj) and T.likely(vj + vdj < 13),
+                P[vi + vdi - 1, vj + vdj - 1], T.float32(0), dtype="float32"))
+    for i in range(12):
+        with T.block("edge"):
+            vi = T.axis.spatial(12, i)
+            if T.likely(vi < 11):
+                Y[vi, 0] = Y[vi, 0] + T.float32(1)
+'''
+
+
+def _pad_max_numpy(x: np.ndarray) -> np.ndarray:
+    p = np.pad(x, 1)
+    y = np.max([p[a:a + 12, b:b + 12] for a in range(3) for b in range(3)], axis=0)
+    y[:11, 0] += 1
+    return y
+
+
+def test_likely_prints_back_and_computes_its_condition():
+    f = reread(PAD_MAX)
+    for syntax in ("classic", "tirx"):
+        text = f.script(syntax=syntax)
+        assert "T.likely(1 <= vi + vdi) and T.likely(vi + vdi < 13)" in text
+        assert "if T.likely(vi < 11):" in text
+        assert 'dtype="bool"' not in text  # TVM drops the keyword
+    x = np.random.default_rng(0).standard_normal((12, 12)).astype("float32")
+    y = np.zeros((12, 12), "float32")
+    wb.build(f)(x, y)
+    np.testing.assert_allclose(y, _pad_max_numpy(x), rtol=1e-6)
+    # the numpy reference reads single-store blocks: the function without "edge"
+    core = wb.from_script(PAD_MAX[:PAD_MAX.index("    for i in range(12):")])
+    y_ref = np.zeros((12, 12), "float32")
+    evaluate(core, x, y_ref)
+    want = _pad_max_numpy(x)
+    want[:11, 0] -= 1
+    np.testing.assert_allclose(y_ref, want, rtol=1e-6)
+
+
+def test_compute_at_of_a_producer_read_under_likely_gets_tvms_predicate():
+    # the consumer reads P[vi + vdi - 1, ...]: computed at loop i, the producer covers
+    # the rows inside P only (TVM's test_compute_at_tiled_pooling_read_cache, smaller)
+    sch = wb.Schedule(wb.from_script(PAD_MAX))
+    i = sch.get_loops(sch.get_block("Y"))[0]
+    sch.compute_at(sch.get_block("P"), i)
+    text = sch.func.script()
+    assert "T.where(1 <= i + ax0 and i + ax0 < 13)" in text, text
+    assert_script_roundtrip(sch.func)
+    x = np.random.default_rng(1).standard_normal((12, 12)).astype("float32")
+    y = np.zeros((12, 12), "float32")
+    wb.build(sch.func)(x, y)
+    np.testing.assert_allclose(y, _pad_max_numpy(x), rtol=1e-6)
+
+
+def test_likely_condition_narrows_a_block_read_region_as_tvm_does():
+    # TVM's conditional bounds look through T.likely: A is read at k in [4, 8) only
+    f = reread('''
+@T.prim_func
+def f(A: T.Buffer((8, 8), "float32"), Y: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("Y"):
+            vi = T.axis.spatial(8, i)
+            for k in range(8):
+                Y[vi] = Y[vi] + T.if_then_else(T.likely(k >= 4), A[vi, k], T.float32(0))
+''')
+    assert regions(block(f, "Y").reads) == ["Y[vi]", "A[vi, 4:8]"]
+
+
+def test_likely_of_a_constant_is_the_constant_and_simplifies_through():
+    from workbench.ir.expr import likely
+    from workbench.ir.simplify import simplify
+
+    i = wb.Var("i")
+    assert isinstance(likely(True), IntImm)
+    assert simplify(likely(i < 4), {i: (0, 3)}).value == 1
+    assert str(simplify(likely(i < 4))) == "T.likely(i < 4)"
+
+
+# ---------------------------------------------------------------------------
+# a store converts its value to the buffer's dtype (TVM's parser adds the T.Cast)
+
+MIXED_STORE = '''
+@T.prim_func
+def mixed(A: T.Buffer((8,), "int32"), B: T.Buffer((8,), "float32"),
+          C: T.Buffer((8,), "int8")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + 1
+            C[vi] = B[vi] * 2.5
+    for i in range(8):
+        with T.block("K"):
+            vi = T.axis.spatial(8, i)
+            A[vi] = 7.9
+            B[vi] = T.int64(3)
+'''
+
+
+def test_store_of_another_dtype_gets_a_cast_and_computes():
+    f = reread(MIXED_STORE)
+    text = f.script()
+    assert 'B[vi] = T.Cast("float32", A[vi] + 1)' in text
+    assert 'C[vi] = T.Cast("int8", B[vi] * T.float32(2.5))' in text
+    assert "A[vi] = 7\n" in text  # a constant is converted, truncated (TVM's make_const)
+    assert text.endswith("B[vi] = T.float32(3)")
+    a = np.arange(8, dtype="int32") - 3
+    b = np.zeros(8, "float32")
+    c = np.zeros(8, "int8")
+    wb.build(f)(a, b, c)
+    np.testing.assert_array_equal(a, np.full(8, 7))
+    b_want = (np.arange(8) - 3 + 1).astype("float32")
+    c_want = (b_want * 2.5).astype("int8")
+    np.testing.assert_array_equal(c, c_want)
+    np.testing.assert_array_equal(b, np.full(8, 3, "float32"))
+
+
+def test_store_of_a_constant_out_of_the_buffer_range_is_refused():
+    refused('''
+@T.prim_func
+def f(C: T.Buffer((8,), "int8")):
+    C[0] = 300
+''', 4, 12, "constant 300 stored into `C`", "int8")
+    refused('''
+@T.prim_func
+def f(U: T.Buffer((8,), "uint8")):
+    U[0] = -1
+''', 4, 12, "out of the range of uint8")
+
+
+@pytest.mark.tvm
+@pytest.mark.parametrize("text", [PAD_MAX, MIXED_STORE], ids=["likely", "store cast"])
+def test_tvm_reads_our_print_of_likely_and_store_casts(text):
+    tvm = pytest.importorskip("tvm", reason="apache-tvm is not installed (optional)")
+    ours = wb.IRModule.from_funcs(wb.from_script(text))
+    theirs = tvm.script.from_source(ours.script(syntax="tirx"))
+    # TVM reads the original text the same way (its parser adds the same casts)
+    tirx = (text.replace("@T.prim_func", "@T.prim_func(s_tir=True)")
+            .replace("T.block", "T.sblock").replace("T.alloc_buffer", "T.sblock_alloc_buffer"))
+    (theirs_func,) = theirs.functions.values()
+    tvm.ir.assert_structural_equal(tvm.script.from_source(tirx).body, theirs_func.body,
+                                   map_free_vars=True)
+    back = wb.from_script(theirs.script())
+    assert back.script() == ours.script()

@@ -46,6 +46,7 @@ from ..ir.expr import (
     GE,
     GT,
     LE,
+    LIKELY,
     LT,
     NE,
     Add,
@@ -358,6 +359,8 @@ class _FunctionPrinter:
             if e.dtype == "bool":
                 return f"({self._sub(e.value, _P_EQ + 1)} != 0)", _P_PRIMARY
             return f"({self.ctype(e.dtype)}){self._sub(e.value, _P_UNARY)}", _P_UNARY
+        if isinstance(e, Call) and e.op == LIKELY:  # a branch hint: the condition itself
+            return self._expr(e.args[0])
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
             return self.d.math(e.op, e.dtype, *args), _P_PRIMARY

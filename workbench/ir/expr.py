@@ -293,7 +293,9 @@ MATH_FUNCS = (
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Call(PrimExpr):
-    """A math intrinsic such as ``exp`` or ``sqrt`` (``op`` is in MATH_FUNCS)."""
+    """A math intrinsic such as ``exp`` or ``sqrt`` (``op`` is in MATH_FUNCS), or
+    ``T.likely(cond)`` (``op`` is :data:`LIKELY`): a branch hint that means ``cond``
+    (analyses and the backends read through it; see :func:`likely`)."""
 
     op: str
     args: tuple[PrimExpr, ...]
@@ -572,6 +574,34 @@ def if_then_else(condition: ExprLike, true_value: ExprLike, false_value: ExprLik
     if not isinstance(false_value, PrimExpr):
         f = const_like(false_value, t)
     return IfThenElseExpr(as_expr(condition), t, f)
+
+
+#: ``Call.op`` of TVM's branch hint ``T.likely(cond)``.
+LIKELY = "likely"
+
+
+def likely(cond: ExprLike) -> PrimExpr:
+    """``T.likely(cond)``: ``cond``, marked as usually true (TVM's branch hint).
+
+    Kept in the IR so that it prints back; everything else reads it as ``cond``.
+    A constant condition is returned as it is (as TVM does).
+
+    >>> import workbench as wb
+    >>> i = wb.Var("i")
+    >>> wb.ir.expr.likely(i < 15)
+    T.likely(i < 15)
+    """
+    c = as_expr(cond)
+    if isinstance(c, (IntImm, FloatImm)):
+        return c
+    return Call(LIKELY, (c,), c.dtype)
+
+
+def unwrap_likely(e: PrimExpr) -> PrimExpr:
+    """``cond`` for ``T.likely(cond)`` (nested hints too), else ``e`` itself."""
+    while isinstance(e, Call) and e.op == LIKELY:
+        e = e.args[0]
+    return e
 
 
 def call_extern(dtype: str, name: str, *args: ExprLike | str, pure: bool = False) -> PrimExpr:

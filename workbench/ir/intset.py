@@ -225,6 +225,7 @@ _FLIP = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
 
 def negate(cond: PrimExpr) -> PrimExpr:
     """``not cond``, pushed through comparisons (``not (a < b)`` is ``a >= b``)."""
+    cond = E.unwrap_likely(cond)
     if type(cond) in _FLIP:
         return _FLIP[type(cond)](cond.a, cond.b)
     if isinstance(cond, Not):
@@ -240,6 +241,7 @@ def narrow(cond: PrimExpr, dom: Mapping[Var, Interval], bounds: Bounds | None = 
     Handles conjunctions of comparisons that are linear in exactly one relaxed variable
     (``16 <= i``, ``i * 8 + j_outer < 100``); other conditions leave ``dom`` as it is.
     Returns :data:`EMPTY` when ``cond`` provably never holds."""
+    cond = E.unwrap_likely(cond)  # T.likely(c) means c
     if isinstance(cond, IntImm):
         return dom if cond.value else EMPTY
     if isinstance(cond, And):

@@ -23,6 +23,7 @@ from .expr import (
     GE,
     GT,
     LE,
+    LIKELY,
     LT,
     NE,
     Add,
@@ -484,6 +485,8 @@ def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
         return e if v is e.value else Cast(e.dtype, v)
     if isinstance(e, Call):
         args = tuple(simplify(x, bounds) for x in e.args)
+        if e.op == LIKELY and _is_const(args[0]):  # T.likely(True) is True (as TVM)
+            return args[0]
         if all(x is y for x, y in zip(args, e.args, strict=True)):
             return e
         return Call(e.op, args, e.dtype)

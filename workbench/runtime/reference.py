@@ -70,6 +70,7 @@ import numpy as np
 from ..ir import expr as E
 from ..ir.buffer import Buffer
 from ..ir.expr import (
+    LIKELY,
     MATH_FUNCS,
     And,
     BinaryOp,
@@ -492,7 +493,7 @@ def _check_expr(e: PrimExpr, where: str, bound: set[Var], known: set[str]) -> No
             raise ValueError(f"{where}: variable `{x.name}` is not bound")
         if isinstance(x, BufferLoad) and x.buffer.name not in known:
             raise ValueError(f"{where}: buffer `{x.buffer.name}` is no parameter or allocation")
-        if isinstance(x, Call) and x.op not in MATH_FUNCS:
+        if isinstance(x, Call) and x.op not in MATH_FUNCS and x.op != LIKELY:
             raise _unsupported(f"{where}: unknown intrinsic {x.op!r}")
         known_node = (
             Var, IntImm, FloatImm, BufferLoad, BinaryOp, Select, Cast, Call, Not,
@@ -716,6 +717,8 @@ _ERF = np.frompyfunc(math.erf, 1, 1)
 
 def _call(op: str, args: list[Any], dtype: str) -> Any:
     x = args[0]
+    if op == LIKELY:  # a branch hint: the condition itself
+        return x
     if op == "rsqrt":
         return np.dtype(dtype).type(1) / np.sqrt(x)
     if op == "sigmoid":

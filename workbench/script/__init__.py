@@ -70,7 +70,13 @@ workbench identifies blocks by name, so that is refused).
 **TVM's extras, with TVM's meaning.** ``dtype=`` on ``T.if_then_else``, the math
 functions and ``T.floordiv`` / ``floormod`` / ``truncdiv`` (TVM drops it; it must
 name the value's own dtype) and on ``T.call_extern`` (the result dtype; ``""`` is
-``"void"``). ``T.min_value(dtype)`` / ``T.max_value(dtype)`` (constants). Scalar
+``"void"``). ``T.likely(cond)`` (a branch hint, ``dtype=`` dropped too): kept and
+printed back, read as ``cond`` by the analyses, the simplifier and the backends. A
+store of a value whose dtype is not the buffer's gets the ``T.Cast`` TVM's parser
+adds (``B[i] = A[i] + 1`` with int32 ``A`` and float32 ``B`` reads as
+``B[i] = T.Cast("float32", A[i] + 1)``); a constant is converted instead (``2.7``
+into int32 is ``2``), and refused where it is out of the buffer's range (``300``
+into int8), as TVM does. ``T.min_value(dtype)`` / ``T.max_value(dtype)`` (constants). Scalar
 parameters ``n: T.int32`` / ``n: T.int64`` used in buffer shapes are the
 function's shape variables (printed back as ``n = T.int32()``; a scalar used in
 no shape is refused). Layout keywords (``elem_offset``, ``align``,

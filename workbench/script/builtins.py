@@ -108,6 +108,11 @@ def _math(op: str) -> Callable:
     return fn
 
 
+def likely(p, node, args, kwargs):  # T.likely(cond): a branch hint meaning cond
+    (c,) = _arity(p, node, "T.likely", args, kwargs, 1, ("cond",))
+    return E.likely(p.prim(c))
+
+
 def let_expr(p, node, args, kwargs):  # T.Let(body, where={v: value})
     if len(args) != 1 or set(kwargs) != {"where"}:
         raise p.err(node, "T.Let takes the body and where={var: value}")
@@ -236,6 +241,7 @@ EXPR_BUILTINS: dict[str, Callable[..., Any]] = {
     "T.Or": _logical(E.Or, "T.Or"),
     "T.Not": logical_not,
     "T.Let": let_expr,
+    "T.likely": likely,
     "T.call_extern": _extern(False),
     "T.call_pure_extern": _extern(True),
     "T.min_value": _limit("min"),
@@ -251,6 +257,6 @@ for _op in OPAQUE_INTRINSICS:
 #: functions whose ``dtype=`` keyword TVM accepts and drops (its value's dtype is what
 #: the arguments give): the reader checks the keyword names that dtype.
 DTYPE_KEYWORD = frozenset(
-    ["T.if_then_else", "T.fabs", "T.floordiv", "T.floormod", "T.truncdiv"]
+    ["T.if_then_else", "T.likely", "T.fabs", "T.floordiv", "T.floormod", "T.truncdiv"]
     + [f"T.{op}" for op in E.MATH_FUNCS]
 )

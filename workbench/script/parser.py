@@ -14,6 +14,7 @@ Both dialects are accepted in any text: ``T.block`` / ``T.sblock``,
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from ..ir import expr as E
@@ -391,14 +392,30 @@ class Parser(BlockParser):
         return BufferStore(buf, self.store_value(buf, value, n.value), idx)
 
     def store_value(self, buf: Buffer, v: Any, node: ast.AST) -> E.PrimExpr:
-        if not isinstance(v, E.PrimExpr):
-            if isinstance(v, float) and not E.is_float(buf.dtype):
-                raise self.err(node, f"float {v!r} stored into `{buf.name}` of dtype {buf.dtype}")
-            v = self.to_prim(v, node, buf.dtype)
+        """The value of a store into ``buf``, converted to ``buf.dtype`` as TVM's
+        parser does: a value of another dtype is wrapped in ``T.Cast`` (a constant is
+        converted instead: ``2.7`` into int32 is ``2``, truncated; a constant out of the
+        buffer's range is refused)."""
+        v = self.to_prim(v, node)  # a literal is read first (int32, float32...), then cast
         if v.dtype != buf.dtype:
-            raise self.err(node, f"a value of dtype {v.dtype} is stored into `{buf.name}` of "
-                                 f"dtype {buf.dtype}; convert it with T.Cast")
+            v = self.store_cast(v, buf, node)
         return v
+
+    def store_cast(self, v: E.PrimExpr, buf: Buffer, node: ast.AST) -> E.PrimExpr:
+        dtype = buf.dtype
+        if "handle" in (v.dtype, dtype):
+            raise self.err(node, f"a value of dtype {v.dtype} is stored into `{buf.name}` "
+                                 f"of dtype {dtype}; a handle converts to nothing else")
+        if not isinstance(v, (E.IntImm, E.FloatImm)):
+            return E.Cast(dtype, v)
+        if E.is_float(dtype):
+            return E.FloatImm(float(v.value), dtype)
+        value = math.trunc(v.value)
+        lo, hi = E.dtype_limit(dtype, "min").value, E.dtype_limit(dtype, "max").value
+        if not lo <= value <= hi:
+            raise self.err(node, f"the constant {v.value!r} stored into `{buf.name}` is out "
+                                 f"of the range of {dtype}")
+        return E.IntImm(value, dtype)
 
     def _assign(self, n: ast.Assign) -> Stmt | None:
         if len(n.targets) != 1:
