@@ -34,13 +34,14 @@ def _family_errors() -> dict[str, type]:
         for_kind,
         layout,
         loops,
+        reducer,
         reduction,
         sampling,
     )
 
     found: dict[str, type] = {}
     for module in (loops, for_kind, compute_at, compute_inline, cache, layout, reduction,
-                   blockize, sampling):
+                   reducer, blockize, sampling):
         for name, obj in vars(module).items():
             if (isinstance(obj, type) and issubclass(obj, ScheduleError)
                     and obj.__module__ == module.__name__):

@@ -55,23 +55,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from ...ir import (
     Add,
     Block,
     Buffer,
     BufferLoad,
     BufferStore,
-    FloatImm,
     FloorDiv,
     FloorMod,
     For,
     IntImm,
     IterVar,
-    LetStmt,
-    Max,
-    Min,
     Mul,
     PrimExpr,
     PrimFunc,
@@ -82,7 +76,7 @@ from ...ir import (
 )
 from ...ir.analysis import collect_buffers, iter_blocks, loops_above
 from ...ir.functor import expr_vars, iter_exprs, substitute, uses_var
-from ...ir.simplify import simplify, struct_key
+from ...ir.simplify import simplify
 from ..errors import ScheduleError
 from ._common import (
     child_block_names,
@@ -104,6 +98,8 @@ from .blockize import (
     conjuncts,
     single_block_under,
 )
+from .reducer import UnrecognizedReducerError as UnrecognizedReducerError  # re-exported
+from .reducer import match_reducer
 
 # ---------------------------------------------------------------------------
 # errors
@@ -148,11 +144,6 @@ class UnboundLoopUnderReductionError(ScheduleError):
 class ReductionPredicateError(ScheduleError):
     """``rfactor``: the block's predicate depends on reduction loops, which the write-back
     block no longer has."""
-
-
-class UnrecognizedReducerError(ScheduleError):
-    """``rfactor``: init and update are not ``X[i] = identity`` and
-    ``X[i] = X[i] op rhs`` with ``op`` one of ``+``, ``*``, ``min``, ``max``."""
 
 
 class NotStagePipelineError(ScheduleError):
@@ -340,84 +331,6 @@ def decompose_reduction(
 
 
 # ---------------------------------------------------------------------------
-# rfactor: reducer recognition
-
-_REDUCERS = (Add, Mul, Min, Max)
-
-
-def _is_identity(op: type, value: PrimExpr) -> bool:
-    if not isinstance(value, (IntImm, FloatImm)):
-        return False
-    v, dtype = value.value, value.dtype
-    if op is Add:
-        return v == 0
-    if op is Mul:
-        return v == 1
-    if dtype.startswith("float"):
-        info = np.finfo(dtype)
-        return v <= info.min if op is Max else v >= info.max
-    if dtype == "bool":
-        return False
-    iinfo = np.iinfo(dtype)
-    return v == iinfo.min if op is Max else v == iinfo.max
-
-
-def _reducer(func: PrimFunc, block: Block) -> tuple[BufferStore, type, PrimExpr, PrimExpr]:
-    """(update store, combiner class, rhs, init value) of a recognised reduction."""
-    init, body = block.init, block.body
-
-    def refuse(why: str) -> UnrecognizedReducerError:
-        return UnrecognizedReducerError(
-            "rfactor",
-            f'block "{block.name}": {why}; rfactor needs init `X[idx] = identity` and update '
-            "`X[idx] = X[idx] op rhs` with op one of +, *, min, max",
-            func,
-            blocks=[block.name],
-        )
-
-    if not isinstance(init, BufferStore):
-        raise refuse("the init is not a single store")
-    body = _unlet_update(body)
-    if not isinstance(body, BufferStore):
-        raise refuse("the body is not a single store")
-    if init.buffer is not body.buffer or [struct_key(i) for i in init.indices] != [
-        struct_key(i) for i in body.indices
-    ]:
-        raise refuse("init and update write different elements")
-    value = body.value
-    if not isinstance(value, _REDUCERS):
-        raise refuse(f"the update {value} is not a commutative reduction")
-    target = struct_key(BufferLoad(body.buffer, body.indices))
-    if struct_key(value.a) == target:
-        rhs = value.b
-    elif struct_key(value.b) == target:
-        rhs = value.a
-    else:
-        raise refuse(f"the update does not combine {body.buffer.name}[...] with a value")
-    if any(isinstance(x, BufferLoad) and x.buffer is body.buffer for x in iter_exprs(rhs)):
-        raise refuse(f"the combined value reads {body.buffer.name} again")
-    op = type(value)
-    if not _is_identity(op, init.value):
-        sym = {Add: "+", Mul: "*", Min: "min", Max: "max"}[op]
-        raise refuse(f"the init value {init.value} is not the identity of {sym}")
-    return body, op, rhs, init.value
-
-
-def _unlet_update(body: Stmt) -> Stmt:
-    """``v = value; X[idx] = v`` (a let-binding whose variable is the stored value, as
-    TVM's reducer pattern allows) as the single store ``X[idx] = value``; anything
-    else unchanged."""
-    if (
-        isinstance(body, LetStmt)
-        and isinstance(body.body, BufferStore)
-        and body.body.value is body.var
-        and not any(uses_var(i, body.var) for i in body.body.indices)
-    ):
-        return BufferStore(body.body.buffer, body.value, body.body.indices)
-    return body
-
-
-# ---------------------------------------------------------------------------
 # rfactor
 
 
@@ -505,8 +418,7 @@ def _rfactor_checks(func: PrimFunc, loop_var: Var):
             )
     reduce_loops = {lp.loop_var for lp in loops if lp.loop_var in reduce_vars}
     _check_predicate(func, block, loops, loop_var, reduce_loops)
-    store, op, rhs, ident = _reducer(func, block)
-    return loop, bpath, block, loops, reduce_loops, store, op, rhs, ident
+    return loop, bpath, block, loops, reduce_loops, match_reducer(func, block)
 
 
 def _check_predicate(
@@ -556,7 +468,9 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
 
     As in TVM, the block's scope must be a stage pipeline (:mod:`._pipeline`), and an
     update through a let-binding (``v = C[i] + x; C[i] = v``) is read as ``C[i] = C[i] +
-    x``.
+    x``. Two-buffer reductions (argmax / argmin over an index and a value, see
+    :mod:`.reducer`) get one rfactor buffer per output buffer, and both blocks update
+    them through let-bindings ``v_<buffer>`` as TVM writes them.
 
     Predicates, where we deliberately differ from TVM 0.27: the write-back block keeps
     the conjuncts over spatial loops (TVM drops them and writes out of bounds), and a
@@ -565,7 +479,8 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     ``rfactor(k_0)``, whose slot ``k_0 = 4`` is never initialized).
     """
     p = "rfactor"
-    loop, bpath, block, loops, reduce_loops, store, op, rhs, ident = _rfactor_checks(func, loop_var)
+    loop, bpath, block, loops, reduce_loops, red = _rfactor_checks(func, loop_var)
+    store = red.stores[0]
     buf = store.buffer
     ndim = len(buf.shape)
     if isinstance(factor_axis, bool) or not isinstance(factor_axis, int):
@@ -584,8 +499,12 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
         )
     axis = factor_axis + ndim + 1 if factor_axis < 0 else factor_axis
     buffers = {b.name for b in collect_buffers(func)}
-    rf_shape = buf.shape[:axis] + (loop.extent,) + buf.shape[axis:]
-    rf_buf = buf.with_(name=fresh_name(f"{buf.name}_rf", buffers), shape=rf_shape, align=())
+    rf_bufs = []
+    for st in red.stores:
+        b = st.buffer
+        rf_shape = b.shape[:axis] + (loop.extent,) + b.shape[axis:]
+        rf_bufs.append(b.with_(name=fresh_name(f"{b.name}_rf", buffers), shape=rf_shape, align=()))
+        buffers.add(rf_bufs[-1].name)
 
     # ---- the rfactor block, under copies of every loop
     loop_map = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
@@ -612,15 +531,22 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
         var_map[iv.var] = substitute(value, loop_to_iter)
     rf_idx = list(store.indices)
     rf_idx.insert(axis, add_var)
-    rf_load = BufferLoad(rf_buf, tuple(rf_idx))
-    rf_rhs = substitute(rhs, var_map)
+    rf_stores = [BufferStore(b, b_id, tuple(rf_idx)) for b, b_id in zip(
+        rf_bufs, red.identities, strict=True)]  # the init stores; their places for the update
+    rf_rhs = [substitute(r, var_map) for r in red.rhs]
     has_reduce = any(iv.kind == "R" for iv in ivs)
+    if has_reduce:
+        rf_lhs = [BufferLoad(s.buffer, s.indices) for s in rf_stores]
+        rf_body = red.update(rf_stores, rf_lhs, rf_rhs)
+    else:
+        rf_body = _seq([BufferStore(s.buffer, r, s.indices) for s, r in zip(
+            rf_stores, rf_rhs, strict=True)])
     rf_block = Block(
         fresh_name(f"{block.name}_rf", block_names_in(func)),
         tuple(ivs),
         tuple(values),
-        BufferStore(rf_buf, op(rf_load, rf_rhs) if has_reduce else rf_rhs, rf_load.indices),
-        BufferStore(rf_buf, ident, rf_load.indices) if has_reduce else None,
+        rf_body,
+        _seq(rf_stores) if has_reduce else None,
         substitute(block.predicate, loop_map),
         (),
         block.annotations,
@@ -641,12 +567,18 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
             wb_values.append(value)
     out_idx = tuple(substitute(i, spatial_map) for i in store.indices)
     wb_rf_idx = tuple(substitute(i, spatial_map) for i in rf_idx)
+    out_stores = [BufferStore(s.buffer, v, out_idx) for s, v in zip(
+        red.stores, red.identities, strict=True)]
     wb_block = Block(
         block.name,
         tuple(wb_ivs),
         tuple(wb_values),
-        BufferStore(buf, op(BufferLoad(buf, out_idx), BufferLoad(rf_buf, wb_rf_idx)), out_idx),
-        BufferStore(buf, ident, out_idx),
+        red.update(
+            out_stores,
+            [BufferLoad(s.buffer, out_idx) for s in out_stores],
+            [BufferLoad(b, wb_rf_idx) for b in rf_bufs],
+        ),
+        _seq(out_stores),
         and_all([c for c in conjuncts(block.predicate) if not expr_vars(c) & reduce_loops]),
         (),
         block.annotations,
@@ -658,7 +590,13 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
             continue  # this reduction loop disappears around the write-back block
         node = replace_child(parent, old, node)
     new_func = replace_path(func, bpath[: start + 1], SeqStmt((rf_nest, node)))
-    return _allocate(new_func, scope_of(bpath).name, rf_buf), rf_block.name
+    for b in rf_bufs:
+        new_func = _allocate(new_func, scope_of(bpath).name, b)
+    return new_func, rf_block.name
+
+
+def _seq(stmts: list[Stmt]) -> Stmt:
+    return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
 
 
 def _vars_in_order(e: PrimExpr) -> list[Var]:
