@@ -327,8 +327,9 @@ def test_unannotate_fail_twice(sch):
 
 @pytest.mark.parametrize(
     "value",
-    [{"a": 1}, b"bytes", object(), None, [object()], [1, {"a": 1}]],
-    ids=["dict", "bytes", "object", "none", "list-of-object", "list-with-dict"],
+    [{1: 1}, {"a": {"b": 1}}, b"bytes", object(), None, [object()], [1, {"a": 1}]],
+    ids=["dict-int-key", "nested-dict", "bytes", "object", "none", "list-of-object",
+         "list-with-dict"],
 )
 def test_annotate_fail_bad_value(sch, value):
     i, j, k = y_loops(sch)

@@ -195,6 +195,10 @@ def _value_str(v) -> str:
         return expr_to_str(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value_str(x) for x in v) + "]"
+    if isinstance(v, dict):  # keys sorted and bools bare inside a dict, as TVM prints
+        items = (f"{_str_literal(k)}: {repr(x) if isinstance(x, bool) else _value_str(x)}"
+                 for k, x in sorted(v.items()))
+        return "{" + ", ".join(items) + "}"
     return repr(v)
 
 

@@ -27,6 +27,7 @@ from .trace import BlockRV, ExprRV, Instruction, LoopRV, Trace
 def _family_errors() -> dict[str, type]:
     """Every family's ScheduleError subclasses (declared at the top of its module)."""
     from .primitives import (
+        block_info,
         blockize,
         cache,
         compute_at,
@@ -34,14 +35,15 @@ def _family_errors() -> dict[str, type]:
         for_kind,
         layout,
         loops,
+        merge,
         reducer,
         reduction,
         sampling,
     )
 
     found: dict[str, type] = {}
-    for module in (loops, for_kind, compute_at, compute_inline, cache, layout, reduction,
-                   reducer, blockize, sampling):
+    for module in (loops, merge, for_kind, compute_at, compute_inline, cache, layout, reduction,
+                   reducer, blockize, sampling, block_info):
         for name, obj in vars(module).items():
             if (isinstance(obj, type) and issubclass(obj, ScheduleError)
                     and obj.__module__ == module.__name__):

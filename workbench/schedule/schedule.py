@@ -8,8 +8,6 @@ exactly as it was.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 import random
 from collections.abc import Sequence
@@ -18,6 +16,7 @@ from typing import Any
 from ..ir import Block, For, IRModule, PrimFunc, Var
 from ..ir.analysis import as_module, block_path, find_block, iter_blocks, loop_path
 from . import primitives as P
+from ._block_args import accepts_block_names
 from .errors import (
     BlockNotFoundError,
     FunctionNotFoundError,
@@ -36,38 +35,12 @@ from .primitives._common import (
     scope_of,
 )
 from .primitives.sampling import COMPUTE_INLINE, COMPUTE_ROOT, location_mark
-from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, NoneRV, Trace
+from .schedule_block_info import BlockInfoMethods
+from .schedule_sampling import SamplingMethods
+from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, Trace
 
 
-def _accepts_block_names(*params: str):
-    """Let ``params`` be given as a block name, as TVM's Python ``Schedule`` does: the
-    name becomes ``get_block(name)`` (recorded in the trace, like TVM's). If the
-    primitive then refuses, the schedule is restored, that lookup included."""
-
-    def decorate(method):
-        signature = inspect.signature(method)
-
-        @functools.wraps(method)
-        def wrapper(self, *args, **kwargs):
-            bound = signature.bind(self, *args, **kwargs)
-            named = [p for p in params if isinstance(bound.arguments.get(p), str)]
-            if not named:
-                return method(self, *args, **kwargs)
-            saved = self.copy()
-            try:
-                for p in named:
-                    bound.arguments[p] = self.get_block(bound.arguments[p])
-                return method(*bound.args, **bound.kwargs)
-            except ScheduleError:
-                self._adopt(saved)
-                raise
-
-        return wrapper
-
-    return decorate
-
-
-class Schedule:
+class Schedule(BlockInfoMethods, SamplingMethods):
     """Schedule a PrimFunc or IRModule with TensorIR's primitives.
 
     >>> import workbench as wb
@@ -319,7 +292,7 @@ class Schedule:
 
     get_sblock = get_block
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """Handles to the loops above ``block``, outermost first (within its scope)."""
         func_name, name = self._block("get_loops", block)
@@ -334,7 +307,7 @@ class Schedule:
         self._commit("GetLoops", {"block": block}, rvs)
         return rvs
 
-    @_accepts_block_names("block_or_loop")
+    @accepts_block_names("block_or_loop")
     def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
         """Blocks directly inside a block or loop, in program order."""
         func_name, _ = self._loop_or_block("get_child_blocks", block_or_loop)
@@ -352,7 +325,7 @@ class Schedule:
         path = find_block_path(self._mod[func_name], primitive, name)
         return func_name, path[-1], scope_blocks(scope_of(path))  # type: ignore[return-value]
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that write a buffer ``block`` reads."""
         func_name, me, siblings = self._siblings("get_producers", block)
@@ -360,13 +333,14 @@ class Schedule:
         self._commit("GetProducers", {"block": block}, rvs)
         return rvs
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope that read a buffer ``block`` writes."""
         func_name, me, siblings = self._siblings("get_consumers", block)
         rvs = [self._new(BlockRV, (func_name, b.name)) for b in consumers_of(me, siblings)]
         self._commit("GetConsumers", {"block": block}, rvs)
         return rvs
+
 
     # ----------------------------------------------------------------- loops
     def split(
@@ -425,6 +399,29 @@ class Schedule:
         )
         return rv
 
+    def merge(self, *loops: LoopRV) -> LoopRV:
+        """Merge sibling loops (same depth below their common ancestor, same extents
+        level by level) into one loop nest running their bodies one after the other;
+        returns the merged loop (named after the first, with ``_m``).
+
+        >>> import workbench as wb
+        >>> from workbench.testing import chain_func
+        >>> sch = wb.Schedule(chain_func(8))
+        >>> _, jb = sch.get_loops(sch.get_block("B"))
+        >>> _, jc = sch.get_loops(sch.get_block("C"))
+        >>> m = sch.merge(jb, jc)
+        >>> [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block("C"))]
+        ['i_m', 'j_m']
+        """
+        from .primitives import merge as M
+
+        resolved = [self._loop("merge", lp) for lp in loops]
+        func_name = self._same_func("merge", resolved)
+        func, var = M.merge(self._mod[func_name], [v for _, v in resolved])
+        rv = self._new(LoopRV, (func_name, var))
+        self._commit("Merge", {"loops": list(loops)}, [rv], func)
+        return rv
+
     def reorder(self, *ordered_loops: LoopRV) -> None:
         """Put the given loops in this order; they need not be adjacent but must be
         in one chain of nested loops."""
@@ -462,12 +459,22 @@ class Schedule:
         self._loop_kind("unroll", "Unroll", loop)
 
     # ----------------------------------------------------------- annotations
-    @_accepts_block_names("block_or_loop")
+    @accepts_block_names("block_or_loop")
     def annotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str, ann_val: Any) -> None:
-        """Attach ``ann_key = ann_val`` to a loop or block."""
+        """Attach ``ann_key = ann_val`` (a number, string, bool, list of those, or a dict
+        of strings to those or lists of those) to a loop or block.
+
+        >>> import workbench as wb
+        >>> sch = wb.Schedule(wb.workloads.matmul(8, 8, 8))
+        >>> sch.annotate("C", "meta", {"key": 3, "arr": [0, 0]})
+        >>> 'T.block_attr({"meta": {"arr": [0, 0], "key": 3}})' in sch.func.script()
+        True
+        """
         func_name, target = self._loop_or_block("annotate", block_or_loop)
         value = self._int("annotate", ann_val)
         func = P.annotate(self._mod[func_name], target, ann_key, value)
+        if isinstance(ann_val, dict):  # record a copy, keys sorted as TVM prints them
+            ann_val = dict(sorted(ann_val.items()))
         self._commit(
             "Annotate",
             {"block_or_loop": block_or_loop, "ann_key": ann_key, "ann_val": ann_val},
@@ -475,7 +482,7 @@ class Schedule:
             func,
         )
 
-    @_accepts_block_names("block_or_loop")
+    @accepts_block_names("block_or_loop")
     def unannotate(self, block_or_loop: BlockRV | LoopRV, ann_key: str) -> None:
         """Remove annotation ``ann_key`` from a loop or block."""
         func_name, target = self._loop_or_block("unannotate", block_or_loop)
@@ -484,7 +491,7 @@ class Schedule:
 
     # ------------------------------------------------------ compute location
     # compute_at, reverse_compute_at, compute_inline, reverse_compute_inline
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def compute_at(
         self,
         block: BlockRV,
@@ -520,7 +527,7 @@ class Schedule:
             (), func,
         )
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def reverse_compute_at(
         self,
         block: BlockRV,
@@ -542,14 +549,14 @@ class Schedule:
             (), func,
         )
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def compute_inline(self, block: BlockRV) -> None:
         """Inline producer ``block`` into its consumers; its buffer disappears."""
         func_name, name = self._block("compute_inline", block)
         func = CI.compute_inline(self._mod[func_name], name)
         self._commit("ComputeInline", {"block": block}, (), func)
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Fold consumer ``block`` into its only producer's store."""
         func_name, name = self._block("reverse_compute_inline", block)
@@ -601,7 +608,6 @@ class Schedule:
         storage_scope: str,
         consumer_blocks: Sequence[BlockRV | str] | None,
     ) -> BlockRV:
-        from .errors import ScheduleError
         from .primitives import cache as C
 
         func_name, name = self._block(primitive, block)
@@ -626,7 +632,7 @@ class Schedule:
         self._commit("CacheRead" if kind == "read" else "CacheWrite", args, [rv], func)
         return rv
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def cache_read(
         self,
         block: BlockRV,
@@ -650,7 +656,7 @@ class Schedule:
         """
         return self._cache("cache_read", block, read_buffer_index, storage_scope, consumer_blocks)
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def cache_write(
         self,
         block: BlockRV,
@@ -674,7 +680,7 @@ class Schedule:
             "cache_write", block, write_buffer_index, storage_scope, consumer_blocks
         )
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def set_scope(self, block: BlockRV, buffer_index: int | str, storage_scope: str) -> None:
         """Move the ``buffer_index``-th buffer ``block`` writes (an allocated buffer, not
         a parameter) to ``storage_scope``; it is renamed ``<name>_<scope>``."""
@@ -689,7 +695,7 @@ class Schedule:
         args = {"block": block, "buffer_index": index, "storage_scope": storage_scope}
         self._commit("SetScope", args, (), func)
 
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def storage_align(
         self, block: BlockRV, buffer_index: int | str, axis: int, factor: int, offset: int
     ) -> None:
@@ -716,7 +722,7 @@ class Schedule:
 
     # ------------------------------------------------------ reductions and blocks
     # decompose_reduction, rfactor, blockize, add_unit_loop
-    @_accepts_block_names("block")
+    @accepts_block_names("block")
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move reduction ``block``'s init into a new block ``<name>_init`` placed right
         before ``loop``; ``block`` becomes ``<name>_update`` (its handle follows it).
@@ -782,9 +788,15 @@ class Schedule:
         self._commit("RFactor", {"loop": loop, "factor_axis": factor_axis}, [rv], func)
         return rv
 
-    def blockize(self, target: LoopRV, preserve_unit_iters: bool = True) -> BlockRV:
+    def blockize(
+        self, target: LoopRV | Sequence[BlockRV], preserve_unit_iters: bool = True
+    ) -> BlockRV:
         """Wrap the loop nest under ``target`` (one block inside) into a new block
         ``<name>_o`` whose iter vars range over the loops above ``target``. Returns it.
+
+        ``target`` may also be a list of sibling blocks (as in TVM): their loop nests
+        below the blocks' lowest common ancestor go into one new block
+        ``outer_<b1>_<b2>_...``.
 
         >>> import workbench as wb
         >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
@@ -796,8 +808,18 @@ class Schedule:
         """
         from .primitives import blockize as BZ
 
-        func_name, var = self._loop("blockize", target)
-        func, name = BZ.blockize(self._mod[func_name], var, bool(preserve_unit_iters))
+        if isinstance(target, (list, tuple)):
+            resolved = [self._block("blockize", b) for b in target]
+            if not resolved:
+                raise InvalidScheduleArgumentError("blockize", "needs a loop or a list of blocks")
+            func_name = self._same_func("blockize", resolved)
+            func, name = BZ.blockize_blocks(
+                self._mod[func_name], [n for _, n in resolved], bool(preserve_unit_iters)
+            )
+            target = list(target)
+        else:
+            func_name, var = self._loop("blockize", target)
+            func, name = BZ.blockize(self._mod[func_name], var, bool(preserve_unit_iters))
         rv = self._new(BlockRV, (func_name, name))
         self._commit(
             "Blockize",
@@ -807,7 +829,7 @@ class Schedule:
         )
         return rv
 
-    @_accepts_block_names("block_or_loop")
+    @accepts_block_names("block_or_loop")
     def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
         """Add ``for u in range(1)`` right above a block or loop; returns the new loop.
 
@@ -852,107 +874,6 @@ class Schedule:
         func_name, var = self._loop("bind", loop)
         func = bind(self._mod[func_name], var, thread_axis)
         self._commit("Bind", {"loop": loop, "thread_axis": thread_axis}, (), func)
-
-    def sample_perfect_tile(
-        self,
-        loop: LoopRV,
-        n: int,
-        max_innermost_factor: int = 16,
-        decision: Sequence[int] | None = None,
-    ) -> list[ExprRV]:
-        """Sample ``n`` tile sizes whose product is ``loop``'s extent, the innermost at
-        most ``max_innermost_factor`` (``-1``: no limit); usable as split factors.
-
-        Without ``decision`` the tiling is drawn uniformly among all such tilings from
-        the schedule's random generator (``Schedule(func, seed=...)``); with it, the
-        decision is validated and used. The trace records the decision.
-
-        >>> import workbench as wb
-        >>> sch = wb.Schedule(wb.workloads.matmul(128, 128, 128), seed=0)
-        >>> i, j, k = sch.get_loops(sch.get_block("C"))
-        >>> v0, v1 = sch.sample_perfect_tile(j, n=2, decision=[8, 16])
-        >>> j0, j1 = sch.split(j, factors=[v0, v1])
-        >>> print(sch.trace.lines()[2])
-        v4, v5 = sch.sample_perfect_tile(loop=l2, n=2, max_innermost_factor=16, decision=[8, 16])
-        >>> sch.get(v0), sch.get(j1).extent
-        (8, 16)
-        """
-        from .primitives import sampling
-
-        func_name, var = self._loop("sample_perfect_tile", loop)
-        tiles = sampling.sample_perfect_tile(
-            self._mod[func_name], var, n, max_innermost_factor, self._rng, decision
-        )
-        # -1: the unknown outer tile of a symbolic loop, returned as None (as TVM does)
-        rvs = [self._new(NoneRV, None) if t == -1 else self._new(ExprRV, t) for t in tiles]
-        self._commit(
-            "SamplePerfectTile",
-            {"loop": loop, "n": n, "max_innermost_factor": max_innermost_factor},
-            rvs,
-            decision=tuple(tiles),
-        )
-        return [None if isinstance(r, NoneRV) else r for r in rvs]  # type: ignore[misc]
-
-    def sample_categorical(
-        self,
-        candidates: Sequence[int],
-        probs: Sequence[float],
-        decision: int | None = None,
-    ) -> ExprRV:
-        """Sample one of ``candidates`` with probabilities ``probs`` (non-negative,
-        normalised by their sum). The decision, as in TVM, is the chosen index.
-
-        >>> import workbench as wb
-        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16), seed=0)
-        >>> v = sch.sample_categorical([0, 16, 64, 512], [0.25] * 4, decision=2)
-        >>> sch.get(v)
-        64
-        >>> print(sch.trace.lines()[0])
-        v0 = sch.sample_categorical(candidates=[0, 16, 64, 512], probs=[0.25, 0.25, 0.25, 0.25], decision=2)
-        """  # noqa: E501
-        from .primitives import sampling
-
-        index, cands, weights = sampling.sample_categorical(
-            candidates, probs, self._rng, decision
-        )
-        rv = self._new(ExprRV, cands[index])
-        self._commit(
-            "SampleCategorical",
-            {"candidates": list(cands), "probs": list(weights)},
-            [rv],
-            decision=index,
-        )
-        return rv  # type: ignore[return-value]
-
-    @_accepts_block_names("block")
-    def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
-        """Sample a loop where ``compute_at(block, loop)`` is legal, uniformly among
-        TVM's candidates: ``-2`` inline (if ``compute_inline`` would accept it), ``-1``
-        root (leave it where it is), or ``i``, the position of a loop among the loops
-        above the block's first consumer. The decision is that number.
-
-        For ``-1`` and ``-2`` the returned handle refers to no loop but to
-        :data:`~workbench.schedule.primitives.sampling.COMPUTE_ROOT` /
-        ``COMPUTE_INLINE`` (TVM returns its special root/inline loop handles there):
-        ``compute_at`` with it leaves the block at the root or inlines it.
-
-        >>> import workbench as wb
-        >>> sch = wb.Schedule(wb.workloads.mm_relu(32, 32, 32), seed=0)
-        >>> loc = sch.sample_compute_location(sch.get_block("Y"), decision=0)
-        >>> sch.get(loc).loop_var.name
-        'i'
-        >>> print(sch.trace.lines()[-1])
-        l1 = sch.sample_compute_location(block=b0, decision=0)
-        """
-        from .primitives import sampling
-
-        func_name, name = self._block("sample_compute_location", block)
-        index, target = sampling.sample_compute_location(
-            self._mod[func_name], name, self._rng, decision
-        )
-        rv = self._new(LoopRV, (func_name, target))
-        self._commit("SampleComputeLocation", {"block": block}, [rv], decision=index)
-        return rv  # type: ignore[return-value]
 
 
 # A symbolic extent meeting code that needs a number raises SymbolicExtentError (a

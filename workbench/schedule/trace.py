@@ -96,6 +96,9 @@ class Kind:
     sampling: bool = False  # takes a ``decision`` (sample_* instructions)
     # arguments TVM leaves out of the printed call when they hold this (empty) value
     omit_empty: tuple[str, ...] = ()
+    # (trace name, method parameter) where the Schedule method names an argument
+    # differently from TVM's printed trace (``get_output_blocks(block=...)``)
+    call_names: tuple[tuple[str, str], ...] = ()
 
     @property
     def print_order(self) -> tuple[str, ...]:
@@ -147,6 +150,7 @@ for _k in (
         bool_attrs=("preserve_unit_iters",),
     ),
     Kind("Reorder", "reorder", inputs=("*ordered_loops",), positional=("ordered_loops",)),
+    Kind("Merge", "merge", inputs=("*loops",), outputs="single", positional=("loops",)),
     Kind("Parallel", "parallel", inputs=("loop",)),
     Kind("Vectorize", "vectorize", inputs=("loop",)),
     Kind("Unroll", "unroll", inputs=("loop",)),
@@ -227,6 +231,16 @@ register_kind(
     )
 )
 register_kind(Kind("AddUnitLoop", "add_unit_loop", inputs=("block_or_loop",), outputs="single"))
+register_kind(
+    Kind(
+        "GetOutputBlocks",
+        "get_output_blocks",
+        inputs=("block",),
+        outputs="list",
+        call_names=(("block", "scope_block"),),
+    )
+)
+register_kind(Kind("ReorderBlockIterVar", "reorder_block_iter_var", inputs=("block", "new_order")))
 
 # thread binding and sampling -------------------------------------------------
 register_kind(Kind("Bind", "bind", inputs=("loop",), attrs=("thread_axis",)))
@@ -294,6 +308,9 @@ def _py_value(v: Any, names: dict[RV, str]) -> str:
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_py_value(x, names) for x in v) + "]"
+    if isinstance(v, dict):  # an annotation value; keys sorted, as TVM prints a Map
+        items = (f"{_py_value(k, names)}: {_py_value(x, names)}" for k, x in sorted(v.items()))
+        return "{" + ", ".join(items) + "}"
     return repr(v)
 
 
@@ -347,6 +364,9 @@ def _json_input(v: Any, names: dict[RV, str]) -> Any:
         return '"' + v + '"'
     if isinstance(v, (list, tuple)):
         return [_json_input(x, names) for x in v]
+    if isinstance(v, dict):
+        # TVM writes a dict input as it is: its strings are not quoted (see _json_in)
+        return {k: list(x) if isinstance(x, tuple) else x for k, x in v.items()}
     return v
 
 
@@ -562,7 +582,8 @@ class Trace:
         names = _assign_names(self.insts)
         for step, inst in enumerate(self.insts):
             spec = inst.spec
-            kwargs = {n: resolve(v) for n, v in inst.args}
+            rename = dict(spec.call_names)
+            kwargs = {rename.get(n, n): resolve(v) for n, v in inst.args}
             _check_decision(step, spec, inst.decision)
             if inst.decision is not None:
                 kwargs["decision"] = inst.decision
@@ -667,7 +688,12 @@ def _inst_from_json(step: int, raw: Any, symbols: dict[str, RV], decision: Any) 
     spec = _kind(step, kind_name)
     if not all(isinstance(x, list) for x in (inputs, attrs, outputs)):
         raise TraceError("load", f"step {step}: inputs, attrs and outputs must be lists")
-    inputs = [_json_in(step, v, symbols) for v in inputs]
+    inputs = [
+        # an annotation's dict value is taken as it is (TVM reads no handles or quotes in it)
+        dict(v) if spec.name == "Annotate" and i == 1 and isinstance(v, dict)
+        and all(isinstance(k, str) for k in v) else _json_in(step, v, symbols)
+        for i, v in enumerate(inputs)
+    ]
     fixed = [n for n in spec.inputs if not n.startswith("*")]
     var = [n for n in spec.inputs if n.startswith("*")]
     if len(inputs) < len(fixed) or (not var and len(inputs) != len(fixed)):
@@ -728,6 +754,11 @@ def _ast_value(step: int, node: ast.AST, symbols: dict[str, RV]) -> Any:
         return symbols[node.id]
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_ast_value(step, x, symbols) for x in node.elts]
+    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):
+        return {
+            _ast_value(step, k, symbols): _ast_value(step, x, symbols)  # type: ignore[arg-type]
+            for k, x in zip(node.keys, node.values, strict=True)
+        }
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         v = _ast_value(step, node.operand, symbols)
         if isinstance(v, (int, float)):

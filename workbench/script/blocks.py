@@ -147,7 +147,10 @@ class BlockParser(ExprParser):
             return v
         if isinstance(v, (list, tuple)):
             return tuple(self.ann_value(x, node) for x in v)
-        raise self.err(node, f"annotation values are numbers, strings, bools or lists; got "
+        if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+            return {k: self.ann_value(x, node) for k, x in v.items()}
+        raise self.err(node, f"annotation values are numbers, strings, bools, lists or dicts "
+                             f"with string keys; got "
                              f"{_kind(v)}")
 
     def match_buffer(self, name: str, call: ast.Call) -> None:

@@ -15,7 +15,7 @@ from ...ir import Block, For, PrimFunc, Var
 from ..errors import AnnotationNotFoundError, InvalidScheduleArgumentError
 from ._common import find_block_path, find_loop_path, replace_path
 
-AnnValue = int | float | str | bool | list
+AnnValue = int | float | str | bool | list | dict
 
 
 def _target(func: PrimFunc, primitive: str, target: Var | str):
@@ -30,18 +30,39 @@ def _describe(node: For | Block) -> str:
     return f'loop "{node.loop_var.name}"' if isinstance(node, For) else f'block "{node.name}"'
 
 
-def _bad_value(value: Any, depth: int = 0) -> str | None:
+def _bad_value(value: Any, depth: int = 0, in_dict: bool = False) -> str | None:
+    """What is wrong with an annotation value, or None. As TVM's ``annotate``: a
+    scalar, a list of scalars, or a dict with string keys whose values are scalars or
+    lists of scalars."""
     if isinstance(value, (bool, int, str)):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"got {value!r}"
     if isinstance(value, (list, tuple)) and depth == 0:
         for x in value:
-            bad = _bad_value(x, depth + 1)
+            bad = _bad_value(x, 1)
+            if bad:
+                return bad
+        return None
+    if isinstance(value, dict) and depth == 0 and not in_dict:
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"dict keys must be strings, got {k!r}"
+            bad = _bad_value(v, 0, in_dict=True)
             if bad:
                 return bad
         return None
     return f"got {type(value).__name__} {value!r}"
+
+
+def freeze_value(value: Any) -> Any:
+    """The stored form of an annotation value: lists become tuples, a dict is copied
+    (keys in the order given; printers sort them, as TVM does)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze_value(x) for x in value)
+    if isinstance(value, dict):
+        return {k: freeze_value(v) for k, v in value.items()}
+    return value
 
 
 def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFunc:
@@ -72,16 +93,14 @@ def annotate(func: PrimFunc, target: Var | str, key: str, value: Any) -> PrimFun
     if problem:
         raise InvalidScheduleArgumentError(
             "annotate",
-            f"ann_val for {_describe(node)} must be a finite int/float, a str, a bool or a "
-            f"list of those; {problem}",
+            f"ann_val for {_describe(node)} must be a finite int/float, a str, a bool, a "
+            f"list of those or a dict of str to those or lists of those; {problem}",
             func,
             **where,
         )
     if any(k == key for k, _ in node.annotations):
         return func  # TVM keeps an existing annotation
-    if isinstance(value, list):
-        value = tuple(value)
-    anns = node.annotations + ((key, value),)
+    anns = node.annotations + ((key, freeze_value(value)),)
     return replace_path(func, path, replace(node, annotations=anns))
 
 
