@@ -28,6 +28,11 @@ after ``blockize(i_1)`` (as TVM prints it)::
 A reduction block's ``init`` moves to the outer block, as a block ``<block>_init`` under
 copies of the inner loops it needs.
 
+``blockize_blocks([b_1, b_2, ...])`` (``sch.blockize`` of a list of blocks) wraps the
+consecutive loop nests holding sibling blocks, from right below the blocks' lowest
+common ancestor, into one block ``outer_<b_1>_<b_2>_..._``; the outer iter vars are
+those of the first block, over the loops above that ancestor.
+
 ``add_unit_loop(block_or_loop)`` puts ``for u in range(1)`` right above a block or loop.
 """
 
@@ -43,6 +48,7 @@ from ...ir import (
     IterVar,
     PrimExpr,
     PrimFunc,
+    SeqStmt,
     Stmt,
     Var,
     const,
@@ -50,7 +56,7 @@ from ...ir import (
 from ...ir.analysis import iter_blocks, loops_above
 from ...ir.functor import expr_vars, substitute, uses_var
 from ...ir.simplify import _build, _linear, simplify
-from ..errors import ScheduleError
+from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import (
     child_block_names,
     find_block_path,
@@ -308,6 +314,200 @@ def _stmt_uses(stmt: Stmt, var: Var) -> bool:
 
 
 # ---------------------------------------------------------------------------
+# blockize of several blocks
+
+
+class BlocksInDifferentScopesError(ScheduleError):
+    """``blockize`` of blocks: a block lies inside another block below the blocks'
+    lowest common ancestor (or is one of the other target blocks)."""
+
+
+class BlocksNotConsecutiveError(ScheduleError):
+    """``blockize`` of blocks: the statements holding the blocks are not next to each
+    other under the blocks' lowest common ancestor."""
+
+
+class OuterBindingMismatchError(ScheduleError):
+    """``blockize`` of blocks: the blocks' bindings (or predicates) over the loops
+    above their common ancestor differ, so they cannot share the outer block's iter
+    vars."""
+
+
+class OuterReductionError(ScheduleError):
+    """``blockize`` of blocks: a reduction block (one with an init) would get a
+    reduction iter var in the outer block, which TVM does not support for several
+    blocks."""
+
+
+def blockize_blocks(
+    func: PrimFunc, names: list[str], preserve_unit_iters: bool = True
+) -> tuple[PrimFunc, str]:
+    """Wrap sibling blocks into one new block ``outer_<b1>_<b2>_...`` right below
+    their lowest common ancestor; returns ``(new_func, outer_block_name)``.
+
+    Each block must be the only block of a perfect loop nest hanging from that
+    ancestor, the nests must be consecutive statements there, and the blocks'
+    bindings over the loops above the ancestor must agree iter var by iter var (they
+    become the outer block's iter vars, ``<first block's iter var>_o``). The nests go
+    into the outer block in the order the blocks are given.
+
+    >>> import workbench as wb
+    >>> from workbench.testing import shared_outer_loop_func
+    >>> g, name = blockize_blocks(shared_outer_loop_func(8), ["B", "C"])
+    >>> name
+    'outer_B_C_'
+    """
+    from .merge import _lca_depth
+
+    p = "blockize"
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise InvalidScheduleArgumentError(
+            p,
+            f"needs at least two different blocks, got {list(names)}; blockize a single "
+            "block through the loop above it",
+            func,
+            blocks=list(names),
+        )
+    paths = [find_block_path(func, p, n) for n in names]
+    lca = _lca_depth(paths)
+    for n, path in zip(names, paths, strict=True):
+        inside = [s for s in path[lca:-1] if isinstance(s, Block)]
+        if len(path) == lca + 1 or inside:
+            outer_name = inside[0].name if inside else n
+            raise BlocksInDifferentScopesError(
+                p,
+                f'block "{n}" is not in the block scope of the other blocks (block '
+                f'"{outer_name}" lies between them)' if inside else
+                f'block "{n}" encloses another of the blocks',
+                func,
+                blocks=[n] + ([outer_name] if inside else []),
+            )
+    container = paths[0][lca]
+    assert isinstance(container, SeqStmt)  # the branches differ right below it
+    index = {id(s): k for k, s in enumerate(container.stmts)}
+    positions = sorted(index[id(path[lca + 1])] for path in paths)
+    if positions != list(range(positions[0], positions[0] + len(positions))):
+        raise BlocksNotConsecutiveError(
+            p,
+            f"blocks {', '.join(repr(n) for n in names)} are not in consecutive statements "
+            "under their common ancestor",
+            func,
+            blocks=list(names),
+        )
+    outer_ivs: list[IterVar] = []
+    outer_vals: list[PrimExpr] = []
+    outer_pred_text: str | None = None
+    outer_pred: list[PrimExpr] = []
+    nests: list[Stmt] = []
+    for n, path in zip(names, paths, strict=True):
+        block: Block = path[-1]  # type: ignore[assignment]
+        loops: list[For] = []
+        for outer, inner in zip(path[lca + 1 : -1], path[lca + 2 :], strict=True):
+            if not isinstance(outer, For) or outer.body is not inner:
+                raise NotSingleBlockError(
+                    p,
+                    f'block "{n}" is not the only block of a perfect loop nest under the '
+                    "blocks' common ancestor",
+                    func,
+                    blocks=[n],
+                )
+            loops.append(outer)
+        inner_ext = {lp.loop_var: lp.extent for lp in loops}
+        values = list(block.iter_values)
+        if not preserve_unit_iters:
+            units = {lp.loop_var: const(0, lp.loop_var.dtype)
+                     for lp in loops_above(path) if lp.extent == 1}
+            values = [simplify(substitute(v, units)) for v in values]
+        first = n == names[0]
+
+        def mismatch(what: str, block_name: str = n) -> OuterBindingMismatchError:
+            return OuterBindingMismatchError(
+                p,
+                f'{what} of block "{block_name}" over the loops above the common ancestor '
+                f'differ from those of block "{names[0]}"',
+                func,
+                blocks=[block_name, names[0]],
+            )
+
+        if not first and len(block.iter_vars) != len(outer_ivs):
+            raise mismatch("the iter vars")
+        inner_ivs, inner_vals = [], []
+        subst: dict[Var, PrimExpr] = {}
+        for k, (iv, value) in enumerate(zip(block.iter_vars, values, strict=True)):
+            parts = _divide(value, iv.extent, inner_ext)
+            if parts is None:
+                raise SubspaceNotDivisibleError(
+                    p,
+                    f'the binding {iv.var.name} = {value} of block "{n}" cannot be divided '
+                    "between the loops above the blocks' common ancestor and those below it",
+                    func,
+                    blocks=[n],
+                )
+            o_val, o_ext, i_val, i_ext = parts
+            if first:
+                o_var = Var(f"{iv.var.name}_o", iv.var.dtype)
+                outer_ivs.append(IterVar(o_var, o_ext, iv.kind))
+                outer_vals.append(o_val)
+            elif outer_ivs[k].extent != o_ext or str(outer_vals[k]) != str(o_val):
+                raise mismatch(f"the binding {iv.var.name} = {value}")
+            o_var = outer_ivs[k].var
+            if i_ext == 1:
+                unit = o_ext == 1 and not preserve_unit_iters
+                subst[iv.var] = const(0, iv.var.dtype) if unit else o_var
+                continue
+            i_var = Var(f"{iv.var.name}_i", iv.var.dtype)
+            inner_ivs.append(IterVar(i_var, i_ext, iv.kind))
+            inner_vals.append(i_val)
+            subst[iv.var] = i_var if o_ext == 1 else o_var * i_ext + i_var
+        if block.init is not None and any(iv.kind == "R" for iv in outer_ivs):
+            raise OuterReductionError(
+                p,
+                f'block "{n}" is a reduction and would get a reduction iter var in the outer '
+                "block; blockize of several blocks takes no reduction over the outer loops",
+                func,
+                blocks=[n],
+            )
+        o_pred, i_pred, mixed = _split_predicate(block.predicate, set(inner_ext))
+        if mixed is not None:
+            raise SubspaceNotDivisibleError(
+                p,
+                f'the predicate {mixed} of block "{n}" cannot be divided between the loops '
+                "above the blocks' common ancestor and those below it",
+                func,
+                blocks=[n],
+            )
+        text = str(and_all(o_pred))
+        if outer_pred_text is not None and text != outer_pred_text:
+            raise mismatch("the predicate")
+        outer_pred_text, outer_pred = text, o_pred
+        loop_sub = {v: ivr.var for v, ivr in zip(outer_vals, outer_ivs, strict=True)
+                    if isinstance(v, Var)}
+        stmt: Stmt = replace(
+            block,
+            iter_vars=tuple(inner_ivs),
+            iter_values=tuple(inner_vals),
+            body=substitute(block.body, subst),
+            init=substitute(block.init, subst) if block.init is not None else None,
+            predicate=and_all(i_pred),
+            reads=None,
+            writes=None,
+        )
+        for lp in reversed(loops):
+            ext = lp.extent if isinstance(lp.extent, int) else substitute(lp.extent, loop_sub)
+            stmt = replace(lp, extent=ext, body=stmt)
+        nests.append(stmt)
+    name = fresh_name("outer_" + "".join(f"{n}_" for n in names), block_names_in(func))
+    outer_block = Block(
+        name, tuple(outer_ivs), tuple(outer_vals), SeqStmt(tuple(nests)), None,
+        and_all(outer_pred),
+    )
+    stmts = list(container.stmts)
+    stmts[positions[0] : positions[-1] + 1] = [outer_block]
+    new = stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
+    return replace_path(func, paths[0][: lca + 1], new), name
+
+
+# ---------------------------------------------------------------------------
 # add_unit_loop
 
 
@@ -329,9 +529,14 @@ def add_unit_loop(func: PrimFunc, target: Var | str) -> tuple[PrimFunc, Var]:
 
 
 __all__ = [
+    "BlocksInDifferentScopesError",
+    "BlocksNotConsecutiveError",
     "NotSingleBlockError",
+    "OuterBindingMismatchError",
+    "OuterReductionError",
     "RootBlockError",
     "SubspaceNotDivisibleError",
     "add_unit_loop",
     "blockize",
+    "blockize_blocks",
 ]
