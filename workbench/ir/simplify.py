@@ -468,7 +468,7 @@ def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
         if isinstance(a, IntImm):
             return const(not a.value)
         return e if a is e.a else Not(a)
-    if isinstance(e, Select):
+    if isinstance(e, (Select, IfThenElseExpr)):
         c = simplify(e.condition, bounds)
         t = simplify(e.true_value, bounds)
         f = simplify(e.false_value, bounds)
@@ -476,7 +476,7 @@ def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
             return t if c.value else f
         if c is e.condition and t is e.true_value and f is e.false_value:
             return e
-        return Select(c, t, f)
+        return type(e)(c, t, f)
     if isinstance(e, Cast):
         v = simplify(e.value, bounds)
         if _is_const(v):
@@ -495,15 +495,6 @@ def simplify(e: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:
         if all(x is y for x, y in zip(idx, e.indices, strict=True)):
             return e
         return BufferLoad(e.buffer, idx)
-    if isinstance(e, IfThenElseExpr):
-        c = simplify(e.condition, bounds)
-        t = simplify(e.true_value, bounds)
-        f = simplify(e.false_value, bounds)
-        if isinstance(c, IntImm):
-            return t if c.value else f
-        if c is e.condition and t is e.true_value and f is e.false_value:
-            return e
-        return IfThenElseExpr(c, t, f)
     if isinstance(e, Let):
         v = simplify(e.value, bounds)
         body = simplify(e.body, bounds)

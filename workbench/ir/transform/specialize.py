@@ -20,26 +20,20 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..buffer import Buffer, MatchBufferRegion
-from ..expr import BinaryOp, IntImm, PrimExpr, Var
-from ..functor import Mutator
+from ..expr import IntImm, PrimExpr, Var
+from ..functor import Substituter
 from ..simplify import simplify
 from ..stmt import Block, IterVar, PrimFunc
 
 __all__ = ["specialize", "shape_values"]
 
 
-class _Specializer(Mutator):
+class _Specializer(Substituter):
+    """A :class:`Substituter` that also rewrites buffer shapes (each buffer once)."""
+
     def __init__(self, mapping: dict[Var, PrimExpr]):
-        self.mapping = mapping
+        super().__init__(mapping)
         self.buffers: dict[Buffer, Buffer] = {}
-
-    def visit_expr(self, e: PrimExpr) -> PrimExpr:
-        if isinstance(e, Var):
-            return self.mapping.get(e, e)
-        return super().visit_expr(e)
-
-    def rebuild_binary(self, e: BinaryOp, a: PrimExpr, b: PrimExpr) -> PrimExpr:
-        return simplify(type(e)(a, b))
 
     def visit_buffer(self, b: Buffer) -> Buffer:
         if b.is_static:

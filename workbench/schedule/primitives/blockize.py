@@ -179,6 +179,21 @@ def single_block_under(
     return lpath, find_block_path(func, primitive, next(iter(kids)))
 
 
+def _inner_iter(iv: IterVar, o_var: Var, o_ext, i_val: PrimExpr, i_ext, preserve_unit_iters: bool,
+                inner_ivs: list, inner_vals: list) -> PrimExpr:
+    """What ``iv`` becomes inside a blockized block whose outer iter var is ``o_var``:
+    a new inner iter var ``<name>_i`` (appended, with its binding ``i_val``) unless the
+    inner extent is 1, where it is the outer var (or 0 for a unit outer extent when unit
+    iters are not preserved)."""
+    if i_ext == 1:
+        unit = o_ext == 1 and not preserve_unit_iters
+        return const(0, iv.var.dtype) if unit else o_var
+    i_var = Var(f"{iv.var.name}_i", iv.var.dtype)
+    inner_ivs.append(IterVar(i_var, i_ext, iv.kind))
+    inner_vals.append(i_val)
+    return i_var if o_ext == 1 else o_var * i_ext + i_var
+
+
 def blockize(
     func: PrimFunc, loop_var: Var, preserve_unit_iters: bool = True
 ) -> tuple[PrimFunc, str]:
@@ -236,14 +251,8 @@ def blockize(
         o_var = Var(f"{iv.var.name}_o", iv.var.dtype)
         outer_ivs.append(IterVar(o_var, o_ext, iv.kind))
         outer_vals.append(o_val)
-        if i_ext == 1:
-            unit = o_ext == 1 and not preserve_unit_iters
-            subst[iv.var] = const(0, iv.var.dtype) if unit else o_var
-            continue
-        i_var = Var(f"{iv.var.name}_i", iv.var.dtype)
-        inner_ivs.append(IterVar(i_var, i_ext, iv.kind))
-        inner_vals.append(i_val)
-        subst[iv.var] = i_var if o_ext == 1 else o_var * i_ext + i_var
+        subst[iv.var] = _inner_iter(iv, o_var, o_ext, i_val, i_ext, preserve_unit_iters,
+                                    inner_ivs, inner_vals)
     outer_pred, inner_pred, mixed = _split_predicate(block.predicate, set(inner_ext))
     if mixed is not None:
         raise not_divisible(f"the predicate {mixed}")
@@ -451,14 +460,8 @@ def blockize_blocks(
             elif outer_ivs[k].extent != o_ext or str(outer_vals[k]) != str(o_val):
                 raise mismatch(f"the binding {iv.var.name} = {value}")
             o_var = outer_ivs[k].var
-            if i_ext == 1:
-                unit = o_ext == 1 and not preserve_unit_iters
-                subst[iv.var] = const(0, iv.var.dtype) if unit else o_var
-                continue
-            i_var = Var(f"{iv.var.name}_i", iv.var.dtype)
-            inner_ivs.append(IterVar(i_var, i_ext, iv.kind))
-            inner_vals.append(i_val)
-            subst[iv.var] = i_var if o_ext == 1 else o_var * i_ext + i_var
+            subst[iv.var] = _inner_iter(iv, o_var, o_ext, i_val, i_ext, preserve_unit_iters,
+                                        inner_ivs, inner_vals)
         if block.init is not None and any(iv.kind == "R" for iv in outer_ivs):
             raise OuterReductionError(
                 p,
