@@ -294,3 +294,12 @@ def test_ranges_and_proofs_with_symbolic_bounds():
     top = symbolic_max(i0 * 8 + 7, {i0: (n + 7) // 8})
     assert prove_nonneg(top - (n - 1), {n: (1, None)})
     assert not prove_nonneg(top - n, {n: (1, None)})
+
+
+def test_every_guarded_primitive_is_wrapped_including_mixin_methods():
+    from workbench.schedule.schedule import Schedule
+    from workbench.schedule.symbolic import GUARDED
+
+    present = [n for n in GUARDED if hasattr(Schedule, n)]
+    assert {"sample_perfect_tile", "sample_compute_location", "split"} <= set(present)
+    assert [n for n in present if not getattr(getattr(Schedule, n), "_symbolic_guard", False)] == []

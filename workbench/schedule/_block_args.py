@@ -20,6 +20,8 @@ def accepts_block_names(*params: str):
 
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
+            if not any(isinstance(a, str) for a in (*args, *kwargs.values())):
+                return method(self, *args, **kwargs)  # no name given: nothing to look up
             bound = signature.bind(self, *args, **kwargs)
             named = [p for p in params if isinstance(bound.arguments.get(p), str)]
             if not named:

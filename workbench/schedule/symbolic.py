@@ -107,7 +107,7 @@ def _guard(name: str, method):
 def guard_symbolic(cls: type) -> type:
     """Wrap the primitives of the Schedule class ``cls`` (see the module docstring)."""
     for name in GUARDED:
-        method = cls.__dict__.get(name)
+        method = getattr(cls, name, None)  # defined on the class or one of its mixins
         if callable(method) and not getattr(method, "_symbolic_guard", False):
             wrapped = _guard(name, method)
             wrapped._symbolic_guard = True  # type: ignore[attr-defined]
