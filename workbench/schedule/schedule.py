@@ -36,11 +36,24 @@ from .primitives._common import (
 )
 from .primitives.sampling import COMPUTE_INLINE, COMPUTE_ROOT, location_mark
 from .schedule_block_info import BlockInfoMethods
+from .schedule_layout import LayoutMethods
+from .schedule_padding import PaddingMethods
+from .schedule_partition import PartitionMethods
+from .schedule_reindex import ReindexMethods
 from .schedule_sampling import SamplingMethods
+from .schedule_tensorize import TensorizeMethods
 from .trace import KINDS, RV, BlockRV, ExprRV, Instruction, LoopRV, Trace
 
 
-class Schedule(BlockInfoMethods, SamplingMethods):
+class Schedule(
+    BlockInfoMethods,
+    SamplingMethods,
+    LayoutMethods,
+    ReindexMethods,
+    PaddingMethods,
+    PartitionMethods,
+    TensorizeMethods,
+):
     """Schedule a PrimFunc or IRModule with TensorIR's primitives.
 
     >>> import workbench as wb
