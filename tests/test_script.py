@@ -387,8 +387,8 @@ def _bad(body: str, sig: str = 'A: T.Buffer((8,), "float32")') -> str:
 
 ERRORS = {
     "unknown function": (_bad("A[0] = T.nope(1)"), 3, 12, "unknown TVMScript function T.nope"),
-    "loop start": (_bad("for i in range(2, 8):\n    A[i] = T.float32(0)"), 3, 20,
-                   "loops start at 0"),
+    "loop start": (_bad("for i in range(-2, 8):\n    A[i] = T.float32(0)"), 3, 20,
+                   "a loop starts at a constant integer >= 0"),
     "while": (_bad("while True:\n    pass"), 3, 5, "`while` loop is not supported"),
     "vector slice": (_bad("A[0:4] = T.float32(0)"), 3, 7, "slices of buffer `A`"),
     "undefined name": (_bad("A[0] = x"), 3, 12, "name `x` is not defined"),

@@ -373,8 +373,8 @@ def f(A: T.Buffer((4,), "float32")):
     with T.block("x"):
         T.evaluate(T.call_extern("note", A.data, dtype=""))
 ''')
-    with pytest.raises(CodegenError, match=r"cannot build `A\.data`"):
-        wb.build(extern)
+    # ``A.data`` is the array's pointer in C (what a tensor intrinsic hands a C function)
+    assert "(void)(note(A));" in wb.codegen.generate_c(extern)
 
 
 @pytest.mark.parametrize("code,col,words", [

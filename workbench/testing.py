@@ -78,6 +78,39 @@ def chain_func(n: int = 16, m: int | None = None) -> PrimFunc:
     return te.create_prim_func([A, D], name="chain")
 
 
+def pool_chain_func(channels: int = 4, width: int = 8, window: int = 3) -> PrimFunc:
+    """Two 1-D sliding-window sums ``A -> B -> C`` over int32 (blocks ``"B"`` and
+    ``"C"``, loops ``c, i, k``; function ``pool``): ``B[c, i] = sum_k A[c, i + k]``,
+    ``C[c, i] = sum_k B[c, i + k]``, the shape of TVM's rolling_buffer example."""
+    from . import te
+
+    n_b = width + window - 1
+    A = te.placeholder((channels, n_b + window - 1), "int32", name="A")
+    k = te.reduce_axis(window, name="k")
+    B = te.compute((channels, n_b), lambda c, i: te.sum(A[c, i + k], axis=k), name="B")
+    k2 = te.reduce_axis(window, name="k")
+    C = te.compute((channels, width), lambda c, i: te.sum(B[c, i + k2], axis=k2), name="C")
+    return te.create_prim_func([A, C], name="pool")
+
+
+def matmul_bias_func(n: int = 16, dtype: str = "float32", relu: bool = False) -> PrimFunc:
+    """``C = A @ B`` (reduction block ``"C"``, intermediate ``C``) then the epilogue
+    ``D = C + Bias`` (block ``"D"``; with ``relu``, ``D = max(C + Bias, 0)``), the
+    shape ``fuse_reduction_epilogue`` takes (function ``matmul_bias``)."""
+    from . import te
+
+    A = te.placeholder((n, n), dtype, name="A")
+    B = te.placeholder((n, n), dtype, name="B")
+    Bias = te.placeholder((n, n), dtype, name="Bias")
+    k = te.reduce_axis(n, name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    if relu:
+        D = te.compute((n, n), lambda i, j: te.max(C[i, j] + Bias[i, j], 0.0), name="D")
+    else:
+        D = te.compute((n, n), lambda i, j: C[i, j] + Bias[i, j], name="D")
+    return te.create_prim_func([A, B, Bias, D], name="matmul_bias")
+
+
 def transpose_func(m: int = 8, n: int = 12) -> PrimFunc:
     """``wb.workloads.transpose``: ``B[j, i] = A[i, j]`` for ``A (m, n)``, block ``"B"``
     over loops ``j, i``."""
@@ -407,7 +440,7 @@ class _AccessChecker:
                 return
             shape = [1] * self.ndim
             shape[axis] = s.extent
-            self.env[s.loop_var] = np.arange(s.extent, dtype=np.int64).reshape(shape)
+            self.env[s.loop_var] = np.arange(s.min, s.end, dtype=np.int64).reshape(shape)
             self.loops.append(s.loop_var.name)
             self.extents.append(s.extent)
             try:
@@ -731,3 +764,24 @@ def gpu_tiled_matmul(sch: Schedule, tile: int = 16, align: bool = False) -> Sche
         sch.storage_align(a_sh, 0, axis=0, factor=32, offset=1)
         sch.storage_align(b_sh, 0, axis=0, factor=32, offset=1)
     return sch
+
+
+def padded_func(n: int = 8, pad: int = 2) -> PrimFunc:
+    """A zero-padding stage and a 1-d stencil over it: block ``"pad"`` writes
+    ``P[i] = T.if_then_else(pad <= i and i < n + pad, A[i - pad], 0)`` for ``i`` in
+    ``[0, n + 2 * pad)``, block ``"B"`` sums ``P[i] + P[i + 2 * pad]`` (``decompose_padding``
+    cases)."""
+    from . import te
+    from .ir.expr import if_then_else, logical_and
+
+    A = te.placeholder((n,), "float32", name="A")
+    P = te.compute(
+        (n + 2 * pad,),
+        lambda i: if_then_else(logical_and(i >= pad, i < n + pad), A[i - pad], 0.0),
+        name="pad",
+    )
+    B = te.compute((n,), lambda i: P[i] + P[i + 2 * pad], name="B")
+    return te.create_prim_func([A, B], name="padded")
+
+
+__all__ += ["padded_func"]

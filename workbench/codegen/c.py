@@ -39,7 +39,7 @@ def as_ir_module(x: object) -> IRModule:
     raise TypeError(f"expected a PrimFunc, an IRModule or a Schedule, got {type(x).__name__}")
 
 
-def generate_c_source(mod_or_func: IRModule | PrimFunc) -> GeneratedSource:
+def generate_c_source(mod_or_func: IRModule | PrimFunc, check_cpu: bool = True) -> GeneratedSource:
     """Like :func:`generate_c`, also giving each function's C symbol (``main`` is renamed
     ``main_kernel``; names that are not C identifiers are sanitized).
 
@@ -49,13 +49,16 @@ def generate_c_source(mod_or_func: IRModule | PrimFunc) -> GeneratedSource:
     >>> generate_c_source(wb.create_prim_func([A, B], name="main")).symbols
     {'main': 'main_kernel'}
     """
-    return generate_source(as_ir_module(mod_or_func), C_DIALECT)
+    return generate_source(as_ir_module(mod_or_func), C_DIALECT, check_cpu=check_cpu)
 
 
-def generate_c(mod_or_func: IRModule | PrimFunc) -> str:
+def generate_c(mod_or_func: IRModule | PrimFunc, check_cpu: bool = True) -> str:
     """C source for every function of a module (or one function): includes, helpers,
     then one ``int32_t name(float* __restrict__ A, ...)`` per function, returning 0
     (or -1 when an intermediate buffer could not be allocated).
+
+    ``check_cpu=False`` prints a kernel that calls a registered C function needing CPU
+    flags this machine lacks (to read it; it cannot be built here).
 
     >>> import workbench as wb
     >>> A = wb.placeholder((4, 8), "float32", name="A")
@@ -75,4 +78,4 @@ def generate_c(mod_or_func: IRModule | PrimFunc) -> str:
     }
     <BLANKLINE>
     """
-    return generate_c_source(mod_or_func).text
+    return generate_c_source(mod_or_func, check_cpu).text

@@ -93,6 +93,7 @@ from ..ir.stmt import (
 )
 from ..ir.stmt import Stmt as _Stmt
 from .dialect import AllocRequest, Dialect, LoopCode
+from .views import ViewCode, is_access_ptr
 
 __all__ = ["CodegenError", "GeneratedSource", "generate_source", "buffer_strides"]
 
@@ -223,14 +224,16 @@ def _float_literal(value: float, dtype: str, suffix: str) -> str:
     return text + suffix
 
 
-class _FunctionPrinter:
+class _FunctionPrinter(ViewCode):
     """Prints one function; collects the helpers it needs into ``helpers``."""
 
     def __init__(self, dialect: Dialect, helpers: set[tuple[str, str]], reserved: set[str],
-                 externs: dict[str, str] | None = None):
+                 externs: dict[str, str] | None = None, c_functions: set[str] | None = None):
         self.d = dialect
         self.helpers = helpers
         self.externs = {} if externs is None else externs  # extern C name -> prototype
+        # registered C functions called (their definitions go into the translation unit)
+        self.c_functions = set() if c_functions is None else c_functions
         self.views: dict[Buffer, MatchBufferRegion] = {}  # match_buffer views in scope
         self.reserved = reserved
         self.lines: list[str] = []
@@ -267,7 +270,7 @@ class _FunctionPrinter:
                 self.bufs.pop(x, None)
                 self.views.pop(x, None)
 
-    def declare(self, var: Var, extent: int | PrimExpr | None) -> str:
+    def declare(self, var: Var, extent: int | PrimExpr | None, start: int = 0) -> str:
         base = _identifier(var.name)
         name, k = base, 1
         while name in self.visible or name in self.reserved:
@@ -277,7 +280,7 @@ class _FunctionPrinter:
         self.names[var] = name
         self.visible.add(name)
         if extent is not None:  # a symbolic extent gives a symbolic (unknown) upper bound
-            self.bounds[var] = (0, extent - 1 if isinstance(extent, int) else None)
+            self.bounds[var] = (start, start + extent - 1 if isinstance(extent, int) else None)
         self.scopes[-1].append(var)
         return name
 
@@ -383,10 +386,16 @@ class _FunctionPrinter:
             return f"{e.name}({args})", _P_PRIMARY
         if isinstance(e, StringImm):
             return _c_string(e.value), _P_PRIMARY
-        if isinstance(e, (OpaqueCall, BufferField)):
+        if isinstance(e, BufferField):
+            if e.field == "data":  # the array's first element (a view: its source array's)
+                return self._buffer_name(e.buffer), _P_PRIMARY
+            return self._elem_offset(e.buffer)
+        if is_access_ptr(e):
+            return self._access_ptr(e)  # type: ignore[arg-type]
+        if isinstance(e, OpaqueCall):
             raise CodegenError(
-                f"cannot build `{expr_to_str(e)[:80]}`: TVM's opaque intrinsics and buffer "
-                "fields (.data, .elem_offset) are carried by the IR but have no C code"
+                f"cannot build `{expr_to_str(e)[:80]}`: TVM's opaque intrinsic "
+                f"T.{e.op} is carried by the IR but has no C code (a GPU-only intrinsic)"
             )
         raise CodegenError(f"cannot print expression node {type(e).__name__}")
 
@@ -397,13 +406,21 @@ class _FunctionPrinter:
                 self.bounds[var] = (lo, hi)
 
     def _extern(self, e: CallExtern) -> None:
-        """Record the prototype of an extern function (checked for consistency)."""
+        """Record the prototype of an extern function (checked for consistency), or the
+        registered C function it calls (its definition is printed; no prototype)."""
         if not re.fullmatch(r"[A-Za-z_]\w*", e.name):
             raise CodegenError(f"call_extern: {e.name!r} is not a C function name")
+        from .extern import c_function
+
+        if c_function(e.name) is not None:
+            self.c_functions.add(e.name)
+            return
         args = ", ".join(
-            "const char*" if isinstance(a, StringImm) else self.ctype(a.dtype) for a in e.args
+            "const char*" if isinstance(a, StringImm) else
+            "void*" if a.dtype == "handle" else self.ctype(a.dtype) for a in e.args
         )
-        ret = "void" if e.dtype == "void" else self.ctype(e.dtype)
+        ret = "void" if e.dtype == "void" else "void*" if e.dtype == "handle" else \
+            self.ctype(e.dtype)
         proto = f"{ret} {e.name}({args or 'void'});"
         seen = self.externs.setdefault(e.name, proto)
         if seen != proto and e.name not in self.d.known_externs:
@@ -504,7 +521,9 @@ class _FunctionPrinter:
                 self._indented(s.else_case)
             self.emit("}")
         elif isinstance(s, Evaluate):
-            if not isinstance(s.value, (IntImm, FloatImm)):
+            # ``T.assume(cond)`` (transform_layout's padding assumption) is a hint, no code
+            hint = isinstance(s.value, OpaqueCall) and s.value.op == "assume"
+            if not isinstance(s.value, (IntImm, FloatImm)) and not hint:
                 self.emit(f"(void)({self.expr(s.value)});")
         elif isinstance(s, LetStmt):
             value = self.expr(s.value)
@@ -532,12 +551,16 @@ class _FunctionPrinter:
         self.push()
         ctype = self.ctype(s.loop_var.dtype)
         extent = s.extent if isinstance(s.extent, int) else self.expr(s.extent)
-        v = self.declare(s.loop_var, s.extent)
-        header = f"for ({ctype} {v} = 0; {v} < {extent}; ++{v}) {{"
+        v = self.declare(s.loop_var, s.extent, s.min)
+        end = s.end if isinstance(s.end, int) else self.expr(s.end)
+        header = f"for ({ctype} {v} = {s.min}; {v} < {end}; ++{v}) {{"
         saved = (self.in_parallel, self.in_simd, self.auto_unroll)
         self.auto_unroll = _auto_unroll_max_step(s, self.auto_unroll)
         pragma: str | None = None
         if s.kind == "thread_binding":
+            if s.min:
+                raise CodegenError(f"loop {s.loop_var.name!r} is bound to {s.thread_tag} but "
+                                   f"starts at {s.min}; a thread axis starts at 0")
             if _cross_thread_reduction(s):
                 self.comment(f"cross-thread reduction over {s.thread_tag} (an all-reduce on a "
                              "GPU; the loop runs serially here)")
@@ -673,6 +696,8 @@ class _FunctionPrinter:
             )
         self.views[view] = m
         self.scopes[-1].append(view)
+        if view.strides:
+            self._bind_strides(view)
 
     # -- functions --------------------------------------------------------------------
     def function(self, func: PrimFunc, symbol: str) -> str:
@@ -695,6 +720,9 @@ class _FunctionPrinter:
             name = self.declare(v, None)
             self.bounds[v] = (1, None)
             scalars.append((self.ctype(v.dtype), name))
+        for p in func.params:  # declared stride variables of a parameter: its strides
+            if p.strides:
+                self._bind_strides(p)
         self.block(func.body, root=True)
         body = self.lines
         if scalars:
@@ -838,10 +866,16 @@ def _helper_source(dialect: Dialect, helpers: Iterable[tuple[str, str]]) -> list
     return out
 
 
-def generate_source(mod: IRModule | PrimFunc, dialect: Dialect) -> GeneratedSource:
+def generate_source(mod: IRModule | PrimFunc, dialect: Dialect,
+                    check_cpu: bool = True) -> GeneratedSource:
     """Print every function of ``mod`` into one translation unit for ``dialect``.
 
     Deterministic: the same IR gives the same text (the compile cache relies on it).
+
+    The C functions registered with :func:`workbench.codegen.register_c_function` that
+    the kernels call are defined in the unit (after their ``#include`` lines, each
+    once). With ``check_cpu`` (the default) a function that requires a CPU flag this
+    machine lacks raises :class:`CodegenError`.
 
     >>> import workbench as wb
     >>> from workbench.codegen.dialect import C_DIALECT
@@ -852,9 +886,12 @@ def generate_source(mod: IRModule | PrimFunc, dialect: Dialect) -> GeneratedSour
     """
     if isinstance(mod, PrimFunc):
         mod = IRModule.from_funcs(mod)
-    reserved = _reserved(dialect)
+    from .extern import c_function, c_function_names, missing_flags
+
+    reserved = _reserved(dialect) | set(c_function_names())
     helpers: set[tuple[str, str]] = set()
     externs: dict[str, str] = {}
+    c_functions: set[str] = set()
     symbols: dict[str, str] = {}
     bodies = []
     for name, func in mod.functions:
@@ -865,10 +902,24 @@ def generate_source(mod: IRModule | PrimFunc, dialect: Dialect) -> GeneratedSour
         while symbol in symbols.values():
             symbol, k = f"{base}_{k}", k + 1
         symbols[name] = symbol
-        printer = _FunctionPrinter(dialect, helpers, reserved | set(symbols.values()), externs)
+        printer = _FunctionPrinter(dialect, helpers, reserved | set(symbols.values()), externs,
+                                   c_functions)
         bodies.append(printer.function(func, symbol))
     names = ", ".join(mod.names)
     includes = list(dialect.includes)
+    definitions = []
+    for fname in sorted(c_functions):
+        fn = c_function(fname)
+        assert fn is not None  # recorded only when registered
+        missing = missing_flags(fn) if check_cpu else ()
+        if missing:
+            raise CodegenError(
+                f"{fname}: this machine lacks the CPU flag{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)} that the C function {fname!r} requires; a kernel "
+                "calling it cannot be built here"
+            )
+        includes.extend(h for h in fn.headers if h not in includes)
+        definitions.append(fn.source.rstrip("\n"))
     declared = []
     for name, proto in sorted(externs.items()):
         header = dialect.extern_includes.get(name)
@@ -882,6 +933,7 @@ def generate_source(mod: IRModule | PrimFunc, dialect: Dialect) -> GeneratedSour
         "\n".join(includes),
         dialect.preamble,
         *_helper_source(dialect, helpers),
+        *definitions,
         "\n".join(declared),
         *bodies,
     ]

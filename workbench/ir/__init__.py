@@ -52,6 +52,7 @@ from .expr import (
     let,
 )
 from .functor import Mutator, iter_exprs, iter_stmts, post_order_visit, substitute
+from .index_map import IndexMap, IndexMapError
 from .printer import expr_to_str, highlight_html
 from .simplify import simplify
 from .stmt import (

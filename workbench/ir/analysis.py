@@ -47,8 +47,9 @@ def _accesses(block: Block):
         if isinstance(s, For):
             inner = dict(bounds)
             # a symbolic extent gives a symbolic upper bound (``n - 1``)
-            ext = s.extent
-            inner[s.loop_var] = (0, ext - 1 if isinstance(ext, int) else simplify(ext - 1))
+            ext, lo = s.extent, s.min
+            inner[s.loop_var] = (lo, lo + ext - 1 if isinstance(ext, int)
+                                 else simplify(ext + (lo - 1)))
             walk(s.body, inner)
         elif isinstance(s, LetStmt):
             loads(s.value, bounds)

@@ -54,6 +54,12 @@ class Buffer:
     >>> n = wb.Var("n", "int64")
     >>> wb.Buffer("X", (n, 128)).index_dtype
     'int64'
+
+    ``strides`` is empty for the default, compact row-major layout. A tensor
+    intrinsic's buffer may declare its strides as variables (``strides=[lda, 1]``,
+    TVMScript's ``T.match_buffer(..., strides=[...])``): the layout stays the region's
+    of the array it views, and each variable stands for that array's stride (the C
+    backend binds it), so an implementation can hand the strides to a C function.
     """
 
     name: str
@@ -63,6 +69,7 @@ class Buffer:
     # storage_align hints: ((axis, factor, offset), ...)
     align: tuple[tuple[int, int, int], ...] = ()
     index_dtype: str = "int32"
+    strides: tuple[PrimExpr, ...] = ()
 
     def __post_init__(self) -> None:
         if self.dtype not in ALL_DTYPES:
@@ -76,6 +83,11 @@ class Buffer:
         if any(isinstance(s, int) and s <= 0 for s in shape):
             raise ValueError(f"buffer {self.name!r}: shape {shape} must be positive")
         object.__setattr__(self, "shape", shape)
+        strides = tuple(as_expr(x, self.index_dtype) for x in self.strides)
+        if strides and len(strides) != len(shape):
+            raise ValueError(f"buffer {self.name!r}: {len(strides)} strides for "
+                             f"{len(shape)} dimensions")
+        object.__setattr__(self, "strides", strides)
         if wide:
             object.__setattr__(self, "index_dtype", "int64")
 
@@ -115,6 +127,7 @@ class Buffer:
             scope=self.scope,
             align=self.align,
             index_dtype=self.index_dtype,
+            strides=self.strides,
         )
         fields.update(changes)
         return Buffer(**fields)

@@ -36,6 +36,16 @@ class PrimExpr:
 
     dtype: str
 
+    def astype(self, dtype: str) -> PrimExpr:
+        """This value converted to ``dtype`` (TVM's ``PrimExpr.astype``; no-op when it
+        already has it).
+
+        >>> import workbench as wb
+        >>> wb.Var("x", "int8").astype("int32")
+        T.Cast("int32", x)
+        """
+        return cast(self, dtype)
+
     # arithmetic -------------------------------------------------------------
     def __add__(self, other: ExprLike) -> PrimExpr:
         from .simplify import add

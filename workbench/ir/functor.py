@@ -168,7 +168,7 @@ class Mutator:
             or not _same(matches, b.match_buffers)
         )
         if regions_stale:
-            return replace(
+            new = replace(
                 b,
                 iter_values=values,
                 predicate=pred,
@@ -179,7 +179,46 @@ class Mutator:
                 reads=None,
                 writes=None,
             )
+            return keep_explicit_regions(b, new, self.visit_buffer, self.visit_expr)
         return replace(b, iter_values=values, predicate=pred)
+
+
+#: Block annotations (``annotate_buffer_access``) listing the read / write regions that
+#: were given explicitly, so are not derived from the body.
+EXPLICIT_REGION_KEYS = (("explicit_read_region", "reads"), ("explicit_write_region", "writes"))
+
+
+def keep_explicit_regions(
+    old: Block,
+    new: Block,
+    visit_buffer: Callable[[Buffer], Buffer] | None = None,
+    visit_expr: Callable[[PrimExpr], PrimExpr] | None = None,
+) -> Block:
+    """``new`` (a rewrite of ``old`` whose regions were derived again from its body) with
+    the regions ``old`` marks explicit put back in place of the derived ones for the same
+    buffers (their buffers and bounds passed through ``visit_buffer`` / ``visit_expr``).
+    A buffer the new body no longer accesses loses its explicit region."""
+    ann = dict(old.annotations)
+    if not any(ann.get(k) for k, _ in EXPLICIT_REGION_KEYS):
+        return new
+    changes = {}
+    for key, field in EXPLICIT_REGION_KEYS:
+        indices = ann.get(key) or ()
+        olds = getattr(old, field) or ()
+        regions = list(getattr(new, field) or ())
+        for i in indices if isinstance(indices, (tuple, list)) else ():
+            if not (isinstance(i, int) and 0 <= i < len(olds)):
+                continue
+            r = olds[i]
+            buf = visit_buffer(r.buffer) if visit_buffer else r.buffer
+            pos = next((k for k, x in enumerate(regions) if x.buffer is buf), None)
+            if pos is None:
+                continue
+            bounds = r.region if visit_expr is None else tuple(
+                (visit_expr(mn), visit_expr(ext)) for mn, ext in r.region)
+            regions[pos] = BufferRegion(buf, bounds)
+        changes[field] = tuple(regions)
+    return replace(new, **changes)
 
 
 class Substituter(Mutator):

@@ -211,6 +211,15 @@ def _shape_str(shape: tuple, dtype: str = "int32") -> str:
     return "(" + body + ("," if len(shape) == 1 else "") + ")"
 
 
+def _strides_str(b: Buffer) -> str:
+    """``, strides=("lda", 1)`` for a buffer that declares stride variables (quoted: the
+    declaration introduces them, as TVM prints it), else ``""``."""
+    if not b.strides:
+        return ""
+    parts = [f'"{x.name}"' if isinstance(x, Var) else expr_to_str(x) for x in b.strides]
+    return f", strides=({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
+
 def _match_buffer_str(m: MatchBufferRegion) -> str:
     b = m.buffer
     args = [region_to_str(m.source), _shape_str(b.shape, b.index_dtype)]
@@ -218,6 +227,9 @@ def _match_buffer_str(m: MatchBufferRegion) -> str:
         args.append(f'"{b.dtype}"')
     if b.scope != "global":
         args.append(f'scope="{b.scope}"')
+    if b.strides:  # the stride variables are declared on the lines before
+        parts = [expr_to_str(x) for x in b.strides]
+        args.append(f"strides=({', '.join(parts)}{',' if len(parts) == 1 else ''})")
     if m.offset_factor:
         args.append(f"offset_factor={m.offset_factor}")
     return f"{b.name} = T.match_buffer({', '.join(args)})"
@@ -299,6 +311,7 @@ class _Printer:
             isinstance(s, For)
             and s.kind == "serial"
             and not s.annotations
+            and not s.min
             and s.loop_var not in self.marks
         )
 
@@ -316,6 +329,9 @@ class _Printer:
             return
         ann = f", annotations={_annotations_str(s.annotations)}" if s.annotations else ""
         ext = extent_to_str(s.extent, s.loop_var.dtype)
+        if s.min:  # TVM prints range(min, min + extent)
+            ext = (f"{extent_to_str(s.min, s.loop_var.dtype)}, "
+                   f"{extent_to_str(s.end, s.loop_var.dtype)}")
         if s.kind == "serial":
             head = f"T.serial({ext}{ann})" if ann else f"range({ext})"
         elif s.kind == "thread_binding":
@@ -324,7 +340,9 @@ class _Printer:
             fn = {"parallel": "parallel", "vectorized": "vectorized", "unrolled": "unroll"}
             head = f"T.{fn[s.kind]}({ext}{ann})"
         self.emit(d, f"for {s.loop_var.name} in {head}:", s.loop_var)
-        self.loop_extent[s.loop_var] = s.extent
+        # an iterator bound to a loop over [min, end) has the domain [0, end) (iter vars
+        # start at 0), which T.axis.remap over that loop reads back
+        self.loop_extent[s.loop_var] = s.end
         self.stmt(s.body, d + 1)
 
     def _remappable(self, iv, v: PrimExpr) -> bool:
@@ -340,14 +358,15 @@ class _Printer:
         self.emit(d, f'with {self.block_kw}("{b.name}"):', b.name)
         d1 = d + 1
         if b.iter_vars:
-            if all(self._remappable(iv, v) for iv, v in zip(b.iter_vars, b.iter_values)):
+            if all(self._remappable(iv, v) and iv.kind != "O"
+                   for iv, v in zip(b.iter_vars, b.iter_values)):
                 names = ", ".join(iv.var.name for iv in b.iter_vars)
                 kinds = "".join(iv.kind for iv in b.iter_vars)
                 vals = ", ".join(expr_to_str(v) for v in b.iter_values)
                 self.emit(d1, f'{names} = T.axis.remap("{kinds}", [{vals}])')
             else:
                 for iv, v in zip(b.iter_vars, b.iter_values, strict=True):
-                    kind = "spatial" if iv.kind == "S" else "reduce"
+                    kind = {"S": "spatial", "R": "reduce", "O": "opaque"}[iv.kind]
                     ext = extent_to_str(iv.extent, iv.var.dtype)
                     self.emit(d1, f"{iv.var.name} = T.axis.{kind}({ext}, {expr_to_str(v)})")
         if not (isinstance(b.predicate, IntImm) and b.predicate.value):
@@ -359,6 +378,12 @@ class _Printer:
             self.emit(d1, f"{attr}({_annotations_str(b.annotations)})")
         for buf in b.alloc_buffers:
             self.emit(d1, _alloc_str(buf, self.syntax))
+        declared: set = set()
+        for m in b.match_buffers:  # stride variables of the views: ``s0 = T.int32()``
+            for x in m.buffer.strides:
+                if isinstance(x, Var) and x not in declared:
+                    declared.add(x)
+                    self.emit(d1, f"{x.name} = T.{x.dtype}()")
         for m in b.match_buffers:
             self.emit(d1, _match_buffer_str(m))
         if b.init is not None:
@@ -373,7 +398,8 @@ class _Printer:
         params = ", ".join(
             f"var_{p.name}: T.handle"
             if not p.is_static
-            else f'{p.name}: T.Buffer({_shape_str(p.shape, p.index_dtype)}, "{p.dtype}")'
+            else f'{p.name}: T.Buffer({_shape_str(p.shape, p.index_dtype)}, "{p.dtype}"'
+                 f'{_strides_str(p)})'
             for p in f.params
         )
         self.emit(d, f"def {f.name}({params}):")
@@ -393,7 +419,8 @@ class _Printer:
             if not p.is_static:
                 dt = "" if p.dtype == "float32" else f', "{p.dtype}"'
                 shape = _shape_str(p.shape, p.index_dtype)
-                self.emit(d + 1, f"{p.name} = T.match_buffer(var_{p.name}, {shape}{dt})")
+                self.emit(d + 1, f"{p.name} = T.match_buffer(var_{p.name}, {shape}{dt}"
+                                 f"{_strides_str(p)})")
         root = f.body
         self.emit(d + 1, f'# with {self.block_kw}("root"):', root.name)
         for buf in root.alloc_buffers:

@@ -72,11 +72,14 @@ class BufferStore(Stmt):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class For(Stmt):
-    """``for loop_var in range(extent)`` with a kind (serial, parallel, ...).
+    """``for loop_var in range(min, min + extent)`` with a kind (serial, parallel, ...).
 
     ``extent`` is an ``int`` or, for a symbolic loop, an integer expression of
     shape variables (``n``, ``(n + 3) // 4``); the loop variable's dtype is the
-    index type (``int64`` loops print ``range(T.int64(128))``).
+    index type (``int64`` loops print ``range(T.int64(128))``). ``min`` (the first
+    value, an ``int``; 0 unless ``loop_partition`` made the loop) prints as
+    ``range(min, min + extent)``; primitives that need a loop starting at 0 refuse
+    others (:func:`~workbench.schedule.primitives._common.check_starts_at_zero`).
     """
 
     loop_var: Var
@@ -85,11 +88,18 @@ class For(Stmt):
     body: Stmt
     thread_tag: str | None = None
     annotations: Annotations = ()
+    min: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "extent", normalize_extent(self.extent, f"loop {self.loop_var.name!r} extent")
         )
+        m = self.min
+        if isinstance(m, IntImm):
+            m = m.value
+        if isinstance(m, bool) or not isinstance(m, int):
+            raise ValueError(f"loop {self.loop_var.name!r}: min must be an int, got {m!r}")
+        object.__setattr__(self, "min", m)
         if self.kind not in FOR_KINDS:
             raise ValueError(f"unknown loop kind {self.kind!r}")
         if (self.kind == "thread_binding") != (self.thread_tag is not None):
@@ -97,7 +107,19 @@ class For(Stmt):
 
     def with_body(self, body: Stmt) -> For:
         """The same loop around another body."""
-        return For(self.loop_var, self.extent, self.kind, body, self.thread_tag, self.annotations)
+        return For(self.loop_var, self.extent, self.kind, body, self.thread_tag,
+                   self.annotations, self.min)
+
+    @property
+    def end(self) -> Extent:
+        """One past the last value: ``min + extent``."""
+        if not self.min:
+            return self.extent
+        if isinstance(self.extent, int):
+            return self.min + self.extent
+        from .simplify import simplify
+
+        return simplify(self.extent + self.min)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -135,8 +157,9 @@ class Evaluate(Stmt):
 
 @dataclass(frozen=True, eq=False)
 class IterVar:
-    """A block iteration variable over ``[0, extent)``; kind ``"S"`` spatial or ``"R"``
-    reduction."""
+    """A block iteration variable over ``[0, extent)``; kind ``"S"`` spatial, ``"R"``
+    reduction or ``"O"`` opaque (``T.axis.opaque``: no data-parallel or reduction
+    property is claimed; ``rolling_buffer`` marks its rolling axis so)."""
 
     var: Var
     extent: Extent
@@ -146,8 +169,8 @@ class IterVar:
         object.__setattr__(
             self, "extent", normalize_extent(self.extent, f"iter var {self.var.name!r} extent")
         )
-        if self.kind not in ("S", "R"):
-            raise ValueError(f"iter var kind must be 'S' or 'R', got {self.kind!r}")
+        if self.kind not in ("S", "R", "O"):
+            raise ValueError(f"iter var kind must be 'S', 'R' or 'O', got {self.kind!r}")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -201,11 +224,14 @@ class Block(Stmt):
         return any(iv.kind == "R" for iv in self.iter_vars)
 
     def with_body(self, body: Stmt, init: Stmt | None = ..., **changes) -> Block:
-        """Replace body (and optionally init); regions are derived again."""
+        """Replace body (and optionally init); regions are derived again (those marked
+        explicit by ``annotate_buffer_access`` are kept)."""
         kw = dict(body=body, reads=None, writes=None, **changes)
         if init is not ...:
             kw["init"] = init
-        return replace(self, **kw)
+        from .functor import keep_explicit_regions
+
+        return keep_explicit_regions(self, replace(self, **kw))
 
 
 @dataclass(frozen=True, eq=False, repr=False)

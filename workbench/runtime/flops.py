@@ -145,6 +145,8 @@ def _walk(s: Stmt, loops: list[tuple[Var, int]], conds: list[PrimExpr],
         n = expr_flops(s.value)
         return n * _executions(loops, conds) if n else 0
     if isinstance(s, For):
+        if s.min:  # the grid runs over [0, extent): conditions see loop_var + min
+            mapping = {**mapping, s.loop_var: s.loop_var + s.min}
         return _walk(s.body, loops + [(s.loop_var, s.extent)], conds, mapping)
     if isinstance(s, (LetStmt, Evaluate)):  # the value once per execution
         n = expr_flops(s.value)

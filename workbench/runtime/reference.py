@@ -363,6 +363,8 @@ def _plan(func: PrimFunc) -> list[_Plan]:
             for x in s.stmts:
                 walk(x, loops)
         elif isinstance(s, For):
+            if s.min:
+                raise _unsupported(f"loop `{s.loop_var.name}` starts at {s.min}")
             walk(s.body, loops + (s,))
         elif isinstance(s, Block):
             plans.append(_plan_block(s, loops, known))

@@ -108,6 +108,10 @@ class StaleHandleError(ScheduleError):
     """A loop/block handle refers to something an earlier primitive removed."""
 
 
+class RemovedHandleError(ScheduleError, IndexError):
+    """A handle used after ``remove_rv`` dropped it (TVM raises ``IndexError`` too)."""
+
+
 class InvalidFactorsError(ScheduleError, ValueError):
     """Split factors that are not positive integers, or more than one ``None``."""
 
@@ -130,6 +134,11 @@ class LoopsNotInChainError(ScheduleError):
 
 class DuplicateLoopError(ScheduleError, ValueError):
     """The same loop was given twice."""
+
+
+class LoopNotStartWithZeroError(ScheduleError):
+    """The primitive needs a loop that starts at 0 (``loop_partition`` makes loops that
+    do not)."""
 
 
 class NotSingleChildError(ScheduleError):

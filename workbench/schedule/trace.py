@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,6 +99,15 @@ class Kind:
     # (trace name, method parameter) where the Schedule method names an argument
     # differently from TVM's printed trace (``get_output_blocks(block=...)``)
     call_names: tuple[tuple[str, str], ...] = ()
+    # where the method's arguments are not TVM's inputs/attrs one for one (``reindex``'s
+    # ``buffer=("read", 0)`` is the attrs buffer_index, buffer_index_type): ``to_call``
+    # maps the instruction's arguments to the method's keyword arguments (printed in
+    # trace text, passed on replay; ``order`` names them), ``from_call`` maps them back
+    to_call: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    from_call: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # attrs holding an IndexMap or None (``transform_layout``'s ``pad_value``): TVM
+    # writes them as the index map's JSON text, indented by 2
+    index_map_attrs: tuple[str, ...] = ()
 
     @property
     def print_order(self) -> tuple[str, ...]:
@@ -299,9 +308,34 @@ class Instruction:
 # printing
 
 
+class LambdaText(str):
+    """A ``lambda`` argument of trace text (an index map, ``annotate_buffer_access``'s
+    ``gen_new_ranges``), kept as its source text: never evaluated, and printed back
+    as written, without quotes."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class PyTuple(tuple):
+    """A tuple argument that trace text prints as a Python tuple (``("read", 0)``), as
+    TVM prints ``reindex``'s ``buffer``; other sequences print as lists."""
+
+    __slots__ = ()
+
+
 def _py_value(v: Any, names: dict[RV, str]) -> str:
     if isinstance(v, RV):
         return names.get(v, "?")
+    if isinstance(v, LambdaText):
+        return str(v)
+    if type(v).__name__ == "IndexMap" and hasattr(v, "as_python"):
+        return v.as_python()  # TVM's lambda text
+    if isinstance(v, PyTuple):
+        inner = ", ".join(_py_value(x, names) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, str):
         # a double-quoted Python literal that reads back exactly (TVM prints the raw text
         # between quotes, which is not valid Python once it holds a quote or a newline)
@@ -328,6 +362,8 @@ def inst_to_python(inst: Instruction, names: dict[RV, str], syntax: str = "class
     spec = inst.spec
     method = spec.tirx_method if (syntax == "tirx" and spec.tirx_method) else spec.method
     args = dict(inst.args)
+    if spec.to_call is not None:
+        args = spec.to_call(args)
     parts = []
     for name in spec.print_order:
         value = args[name]
@@ -367,6 +403,10 @@ def _json_input(v: Any, names: dict[RV, str]) -> Any:
     if isinstance(v, dict):
         # TVM writes a dict input as it is: its strings are not quoted (see _json_in)
         return {k: list(x) if isinstance(x, tuple) else x for k, x in v.items()}
+    from ..ir.index_map import IndexMap
+
+    if isinstance(v, IndexMap):
+        return v.to_json()  # TVM's node-graph JSON, compact, as a string (see _json_in)
     return v
 
 
@@ -458,7 +498,11 @@ class Trace:
                     inputs.extend(_json_input(x, names) for x in args[n[1:]])
                 else:
                     inputs.append(_json_input(args[n], names))
-            attrs = [_json_attr(args[n]) for n in spec.attrs]
+            attrs = [
+                (None if args[n] is None else args[n].to_json(indent=2))
+                if n in spec.index_map_attrs else _json_attr(args[n])
+                for n in spec.attrs
+            ]
             kind = rename.get(spec.name, spec.name)
             insts.append([kind, inputs, attrs, [names[o] for o in inst.outputs]])
             if inst.decision is not None:
@@ -584,6 +628,8 @@ class Trace:
             spec = inst.spec
             rename = dict(spec.call_names)
             kwargs = {rename.get(n, n): resolve(v) for n, v in inst.args}
+            if spec.to_call is not None:
+                kwargs = spec.to_call(kwargs)
             _check_decision(step, spec, inst.decision)
             if inst.decision is not None:
                 kwargs["decision"] = inst.decision
@@ -669,6 +715,13 @@ def _json_in(step: int, v: Any, symbols: dict[str, RV]) -> Any:
             return v[1:-1]
         if v.startswith('"'):
             raise TraceError("load", f"step {step}: malformed string input {v!r}")
+        if v.startswith("{") and v.endswith("}"):  # an index map, as TVM writes one
+            from ..ir.index_map import IndexMap, IndexMapError
+
+            try:
+                return IndexMap.from_json(v)
+            except IndexMapError as e:
+                raise TraceError("load", f"step {step}: bad index map input: {e}") from None
         if v == "None":
             return None
         if v not in symbols:
@@ -713,6 +766,15 @@ def _inst_from_json(step: int, raw: Any, symbols: dict[str, RV], decision: Any) 
             args[n] = inputs[pos]
             pos += 1
     for n, v in zip(spec.attrs, attrs, strict=True):
+        if n in spec.index_map_attrs and v is not None:
+            from ..ir.index_map import IndexMap, IndexMapError
+
+            try:
+                v = IndexMap.from_json(v) if isinstance(v, str) else None
+            except IndexMapError as e:
+                raise TraceError("load", f"step {step}: bad index map attr {n}: {e}") from None
+            if v is None:
+                raise TraceError("load", f"step {step}: attr {n} must be an index map's JSON")
         args[n] = bool(v) if n in spec.bool_attrs else v
     _check_outputs(step, spec, len(outputs))
     _check_decision(step, spec, decision)
@@ -736,11 +798,12 @@ def _check_decision(step: int, spec: Kind, decision: Any) -> None:
         )
 
 
-_METHODS = {}
-for _spec in KINDS.values():
-    _METHODS[_spec.method] = _spec
-    if _spec.tirx_method:
-        _METHODS[_spec.tirx_method] = _spec
+def _method_spec(method: str) -> Kind | None:
+    """The kind whose Schedule method is ``method`` (kinds registered later count too)."""
+    for spec in KINDS.values():
+        if method in (spec.method, spec.tirx_method):
+            return spec
+    return None
 
 
 def _ast_value(step: int, node: ast.AST, symbols: dict[str, RV]) -> Any:
@@ -763,6 +826,8 @@ def _ast_value(step: int, node: ast.AST, symbols: dict[str, RV]) -> Any:
         v = _ast_value(step, node.operand, symbols)
         if isinstance(v, (int, float)):
             return -v
+    if isinstance(node, ast.Lambda):  # kept as text, read with ast by whoever takes it
+        return LambdaText(ast.unparse(node))
     raise TraceError("load", f"step {step}: unsupported argument `{ast.unparse(node)}`")
 
 
@@ -786,7 +851,7 @@ def _inst_from_ast(step: int, node: ast.stmt, symbols: dict[str, RV]) -> Instruc
         and call.func.value.id == "sch"
     ):
         raise TraceError("load", f"step {step}: expected a call sch.<primitive>(...)")
-    spec = _METHODS.get(call.func.attr)
+    spec = _method_spec(call.func.attr)
     if spec is None:
         raise TraceError("load", f"step {step}: unknown primitive sch.{call.func.attr}")
     args: dict[str, Any] = {}
@@ -804,6 +869,13 @@ def _inst_from_ast(step: int, node: ast.stmt, symbols: dict[str, RV]) -> Instruc
         else:
             args[kw.arg] = value
     order = tuple(n.lstrip("*") for n in spec.inputs) + spec.attrs
+    if spec.from_call is not None:
+        try:
+            args = spec.from_call(args)
+        except (TypeError, ValueError, KeyError) as e:
+            raise TraceError(
+                "load", f"step {step}: bad arguments to sch.{spec.method}: {e}"
+            ) from None
     for name in spec.omit_empty:
         args.setdefault(name, [])
     missing = [n for n in order if n not in args]
@@ -824,6 +896,8 @@ __all__ = [
     "LoopRV",
     "ExprRV",
     "NoneRV",
+    "LambdaText",
+    "PyTuple",
     "Instruction",
     "Kind",
     "KINDS",

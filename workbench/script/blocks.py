@@ -9,17 +9,19 @@ read/write regions are derived from its body; the text's are read and checked
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Any
 
 from ..ir import expr as E
 from ..ir.buffer import Buffer, BufferRegion, MatchBufferRegion
-from ..ir.functor import Mutator
+from ..ir.functor import EXPLICIT_REGION_KEYS, Mutator, keep_explicit_regions
 from ..ir.stmt import Block, IterVar, PrimFunc, Stmt
 from .exprs import ExprParser, Handle, _kind
 
 _BLOCK = ("T.block", "T.sblock")
-_AXIS = {"T.axis.spatial": "S", "T.axis.S": "S", "T.axis.reduce": "R", "T.axis.R": "R"}
-_AXIS_OTHER = ("T.axis.scan", "T.axis.opaque")
+_AXIS = {"T.axis.spatial": "S", "T.axis.S": "S", "T.axis.reduce": "R", "T.axis.R": "R",
+         "T.axis.opaque": "O"}
+_AXIS_OTHER = ("T.axis.scan",)
 
 
 class Frame:
@@ -27,7 +29,8 @@ class Frame:
     block is a frame too)."""
 
     __slots__ = ("name", "node", "iter_vars", "iter_values", "predicate", "text_regions",
-                 "annotations", "allocs", "init", "match_buffers", "is_root", "nest")
+                 "annotations", "allocs", "init", "match_buffers", "is_root", "nest",
+                 "region_values")
 
     def __init__(self, name: str, node: ast.AST | None, is_root: bool = False, nest: int = 0):
         self.name = name
@@ -37,6 +40,7 @@ class Frame:
         self.iter_values: list[E.PrimExpr] = []
         self.predicate: E.PrimExpr | None = None
         self.text_regions: list[tuple[str, Buffer, ast.AST]] = []
+        self.region_values: list[tuple[str, BufferRegion]] = []  # as the text gives them
         self.annotations: dict[str, Any] = {}
         self.allocs: list[Buffer] = []
         self.init: Stmt | None = None
@@ -90,8 +94,9 @@ class BlockParser(ExprParser):
         if len(nodes) == 1 and isinstance(nodes[0], (ast.List, ast.Tuple)):
             nodes = list(nodes[0].elts)
         for r in nodes:
-            buf = self.region(r, f"T.{kind}")[0]
+            buf, bounds = self.region(r, f"T.{kind}")
             self.frame.text_regions.append((kind, buf, r))
+            self.frame.region_values.append((kind, BufferRegion(buf, bounds)))
         return None
 
     def region(self, node: ast.AST, fn: str) -> tuple[Buffer, tuple]:
@@ -180,7 +185,19 @@ class BlockParser(ExprParser):
             if isinstance(offset_factor, bool) or not isinstance(offset_factor, int) \
                     or offset_factor < 0:
                 raise self.err(of_node, "offset_factor must be a non-negative integer")
+        offset_var = kwargs.get("elem_offset")
+        offset_var = self.expr(offset_var) if offset_var is not None else None
+        if isinstance(offset_var, E.Var) and offset_var in self.block_vars:
+            # ``elem_offset=A_elem_offset`` (declared in the block): the view's own
+            # offset, which A_1.elem_offset stands for; TVM's offset_factor=1
+            del kwargs["elem_offset"]
+            offset_factor = max(offset_factor, 1)
+        else:
+            offset_var = None
         buf = self.buffer_decl(name, call, rest, kwargs, "T.match_buffer", view_of=src)
+        if offset_var is not None:
+            self.view_offsets.add(offset_var)
+            self.bind(offset_var.name, E.BufferField(buf, "elem_offset"))
         try:
             m = MatchBufferRegion(buf, BufferRegion(src, region), offset_factor)
         except ValueError as e:
@@ -279,7 +296,21 @@ class BlockParser(ExprParser):
         body = self.seq(n.body)
         self.pop()
         self.frames.pop()
+        self.check_block_vars(frame)
         return self.make_block(frame, body)
+
+    def check_block_vars(self, f: Frame) -> None:
+        """A variable declared in a block must be a stride or the elem_offset of one of
+        the block's views (what TVM prints there)."""
+        used = {id(x) for m in f.match_buffers for x in m.buffer.strides}
+        for var, (frame, node) in list(self.block_vars.items()):
+            if frame is not f:
+                continue
+            del self.block_vars[var]
+            if id(var) not in used and var not in self.view_offsets:
+                raise self.err(node, f"symbolic variable `{var.name}` declared in block "
+                                     f'"{f.name}" is not a stride or the elem_offset of its '
+                                     "T.match_buffer; declare it at the top of the function")
 
     def make_block(self, f: Frame, body: Stmt) -> Block:
         try:
@@ -292,6 +323,12 @@ class BlockParser(ExprParser):
         except (TypeError, ValueError) as e:
             raise self.err(f.node, str(e)) from None
         self.check_regions(f, b)
+        if any(k in f.annotations for k, _ in EXPLICIT_REGION_KEYS) and f.region_values:
+            # regions marked explicit (annotate_buffer_access) are the text's, as in TVM
+            text = {kind: tuple(r for k, r in f.region_values if k == kind)
+                    for kind in ("reads", "writes")}
+            given = replace(b, reads=text["reads"] or b.reads, writes=text["writes"] or b.writes)
+            b = keep_explicit_regions(given, b)
         return b
 
     def check_regions(self, f: Frame, b: Block) -> None:

@@ -106,22 +106,54 @@ def check_layout(p, fn: str, kwargs: dict[str, ast.AST], shape: tuple,
 
 def _check_strides(p, fn: str, v: Any, node: ast.AST, shape: tuple,
                    view_of: Buffer | None) -> tuple | None:
+    """The declared strides: each entry is the compact stride, or (not in an allocation)
+    a variable standing for the stride of the array the buffer views (a tensor
+    intrinsic's ``strides=[lda, 1]``; TVM prints a new one quoted, ``strides=("s0",)``)."""
     if v is None or v == [] or v == ():
         return None
     if not isinstance(v, (list, tuple)) or len(v) != len(shape):
         raise p.err(node, f"{fn}: strides must list one stride per dimension, got "
                           f"{_kind(v)}")
+    v = tuple(_stride_var(p, x, node) if isinstance(x, str) else x for x in v)
     if view_of is not None:
         full = compact_strides(view_of.shape)
         want = full[len(full) - len(shape):] if shape else ()
     else:
         want = compact_strides(shape)
-    if len(want) != len(v) or not all(_same_extent(a, b) for a, b in zip(v, want)):
+    free = fn != "T.alloc_buffer"  # an allocation is compact: its strides are known
+    if len(want) != len(v) or not all(
+        _same_extent(a, b) or free and isinstance(a, E.Var) for a, b in zip(v, want)
+    ):
         of = f"the source `{view_of.name}`" if view_of is not None else "the shape"
         raise p.err(node, f"{fn}: argument `strides` is not supported with the value "
                           f"{ast.unparse(node)}: the workbench keeps buffers compact and "
-                          f"row-major (strides {list(want)} for {of})")
+                          f"row-major (strides {list(want)} for {of}); a variable may stand "
+                          "for a stride of the array a buffer views")
     return tuple(v)
+
+
+def declared_stride_vars(strides: tuple | None, shape: tuple, view_of: Buffer | None) -> bool:
+    """Whether declared strides name a variable the layout does not fix (kept on the
+    buffer, :attr:`Buffer.strides`) rather than only repeating the compact strides."""
+    if not strides:
+        return False
+    if view_of is not None:
+        full = compact_strides(view_of.shape)
+        want = full[len(full) - len(shape):] if shape else ()
+    else:
+        want = compact_strides(shape)
+    return any(not _same_extent(a, b) for a, b in zip(strides, want))
+
+
+def _stride_var(p, name: str, node: ast.AST) -> E.Var:
+    """A stride written as a quoted name: the variable of that name in scope, else a new
+    one."""
+    old = p.env.get(name)
+    if isinstance(old, E.Var):
+        return old
+    if not name.isidentifier() or name in p.env:
+        raise p.err(node, f"stride {name!r} is not a new variable name")
+    return p.symbolic_var_named(name, "int32")
 
 
 def buffer_attribute(p, buf: Buffer, attr: str, node: ast.AST) -> Any:
@@ -143,7 +175,9 @@ def buffer_attribute(p, buf: Buffer, attr: str, node: ast.AST) -> Any:
 def access_ptr(p, buf: Buffer, node: ast.Call) -> E.OpaqueCall:
     """``A.access_ptr(mask, ptr_type="handle", content_lanes=1, offset=0, extent=None)``:
     what TVM makes of it, ``T.tvm_access_ptr(T.type_annotation(dtype), A.data, offset,
-    extent, mask)`` (the extent defaults to the rest of the buffer)."""
+    extent, mask)`` (the extent defaults to the rest of the buffer). For a buffer that
+    may start anywhere in its array (a view; a buffer declared with ``offset_factor``)
+    the offset is ``A.elem_offset + offset``, since ``A.data`` is the array's start."""
     names = ("access_mask", "ptr_type", "content_lanes", "offset", "extent")
     args: dict[str, ast.AST] = {}
     if len(node.args) > len(names):
@@ -176,11 +210,18 @@ def access_ptr(p, buf: Buffer, node: ast.Call) -> E.OpaqueCall:
     offset = p.prim(args["offset"], idx) if "offset" in args else E.IntImm(0, idx)
     if "extent" in args:
         extent = p.prim(args["extent"], idx)
-    else:
-        size = buf.size
-        rest = size - offset.value if isinstance(size, int) and isinstance(offset, E.IntImm) \
-            else simplify(E.extent_expr(size, idx) - offset)
-        extent = E.extent_expr(rest, idx)
+    elif not buf.shape:  # as TVM: one element, in its default index type
+        extent = E.IntImm(1, "int64")
+    else:  # the rest of the buffer: with strides, from its first row's stride
+        strides = buf.strides or p.declared_strides.get(buf)
+        head = E.extent_expr(buf.shape[0], idx)
+        size = simplify(E.extent_expr(strides[0], idx) * head) if strides else \
+            E.extent_expr(buf.size, idx)
+        extent = simplify(E.extent_expr(size, idx) - offset)
+    if buf in p.offset_buffers:  # the offset counts from the array's first element
+        base = E.BufferField(buf, "elem_offset")
+        offset = base if isinstance(offset, E.IntImm) and offset.value == 0 else \
+            E.Add(base, offset)
     return E.OpaqueCall("tvm_access_ptr", (
         E.OpaqueCall("type_annotation", (), buf.dtype), E.BufferField(buf, "data"),
         offset, extent, E.IntImm(mask, "int32")))

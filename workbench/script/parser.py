@@ -34,7 +34,7 @@ from ..ir.stmt import (
 )
 from .blocks import _AXIS, _AXIS_OTHER, _BLOCK, BlockParser, Frame, _apply_alignment
 from .exprs import DTYPE_CTORS, Handle, Qual, _kind
-from .layout import check_layout, scope_value
+from .layout import check_layout, declared_stride_vars, scope_value
 
 _MISSING = object()
 
@@ -72,6 +72,13 @@ class Parser(BlockParser):
         self.attrs: dict[str, Any] = {}
         self.symbolic: list[E.Var] = []
         self.declared_strides: dict[Buffer, tuple] = {}
+        # buffers whose first element may sit anywhere in their array (views, and buffers
+        # declared with an offset_factor): ``A.access_ptr`` adds ``A.elem_offset``, as TVM
+        self.offset_buffers: set[Buffer] = set()
+        # variables declared in a block (``s0 = T.int32()``) for its views' strides and
+        # elem_offset; the frame declaring each, and those a view took as its elem_offset
+        self.block_vars: dict[E.Var, tuple[Any, ast.AST]] = {}
+        self.view_offsets: set[E.Var] = set()
 
     # -- scopes ----------------------------------------------------------------
     def push(self) -> None:
@@ -286,17 +293,25 @@ class Parser(BlockParser):
         if "scope" in kwargs:
             snode = kwargs.pop("scope")
             scope = scope_value(self, self.expr(snode), snode, fn)
+        of_node = kwargs.get("offset_factor")
+        of_value = self.expr(of_node) if of_node is not None else 0
+        if isinstance(of_value, E.IntImm):
+            of_value = of_value.value
+        offset = view_of is not None or of_value not in (0, None)
         strides = check_layout(self, fn, kwargs, shape, view_of)
+        kept = tuple(strides) if declared_stride_vars(strides, shape, view_of) else ()
         if name in self.buffer_names:
             raise self.err(node, f"buffer name `{name}` is used twice; buffer names are unique "
                                  "within a function")
         self.buffer_names.add(name)
         try:
-            buf = Buffer(name, shape, dtype, scope)
+            buf = Buffer(name, shape, dtype, scope, strides=kept)
         except ValueError as e:
             raise self.err(node, str(e)) from None
         if strides is not None:
             self.declared_strides[buf] = strides
+        if offset:
+            self.offset_buffers.add(buf)
         return buf
 
     def shape(self, node: ast.AST, fn: str, signature: bool = False) -> tuple:
@@ -441,7 +456,8 @@ class Parser(BlockParser):
             self.axis(names, value, q, target)
             return None
         if q in _AXIS_OTHER:
-            raise self.err(value, f"{q} iterators are not supported (only spatial and reduce)")
+            raise self.err(value, f"{q} iterators are not supported (only spatial, reduce "
+                                  "and opaque)")
         if len(names) != 1:
             raise self.err(target, "unpacking is only supported for T.axis.remap")
         name = names[0]
@@ -509,8 +525,14 @@ class Parser(BlockParser):
         if dtype not in ("int32", "int64"):
             raise self.err(call, f"symbolic variables are int32 or int64, not {dtype}")
         if not (self.frame.is_root and len(self.frames) == 1):
-            raise self.err(call, f"symbolic variable `{name}` must be declared at the top of "
-                                 "the function")
+            if self.frame.is_root or self.nest != self.frame.nest:
+                raise self.err(call, f"symbolic variable `{name}` must be declared at the top "
+                                     "of the function (or of a block, for its T.match_buffer)")
+            # in a block: a stride or elem_offset of the block's T.match_buffer views
+            var = E.Var(name, dtype)
+            self.bind(name, var)
+            self.block_vars[var] = (self.frame, call)
+            return
         old = self.env.get(name)
         if isinstance(old, E.Var) and any(old is v for v in self.symbolic) \
                 and old not in self.weak:
@@ -546,7 +568,7 @@ class Parser(BlockParser):
             if len(it.args) != len(names):
                 raise self.err(n.target, f"T.grid has {len(it.args)} extents for "
                                          f"{len(names)} loop variables")
-            loops = [(name, self.extent(a, "T.grid"), "serial", None, ())
+            loops = [(name, self.extent(a, "T.grid"), "serial", None, (), 0)
                      for name, a in zip(names, it.args)]
         elif q == "range" or q in _LOOP_KINDS:
             if len(names) != 1:
@@ -557,18 +579,19 @@ class Parser(BlockParser):
         self.push()
         self.nest += 1
         vars_ = []
-        for name, extent, *_ in loops:
+        for name, extent, *rest in loops:
             dtype = extent.dtype if isinstance(extent, E.PrimExpr) else "int32"
             v = E.Var(name, dtype)
-            self.loop_dom[v] = extent
+            # an iterator remapped to a loop over [min, min + extent) spans [0, min + extent)
+            self.loop_dom[v] = extent + rest[-1] if rest[-1] else extent
             self.bind(name, v)
             vars_.append(v)
         body = self.seq(n.body)
         self.nest -= 1
         self.pop()
-        for v, (_name, extent, kind, tag, ann) in reversed(list(zip(vars_, loops))):
+        for v, (_name, extent, kind, tag, ann, lo) in reversed(list(zip(vars_, loops))):
             try:
-                body = For(v, extent, kind, body, tag, ann)
+                body = For(v, extent, kind, body, tag, ann, lo)
             except (TypeError, ValueError) as e:
                 raise self.err(it, str(e)) from None
         return body
@@ -612,16 +635,25 @@ class Parser(BlockParser):
                 args.append(kwargs.pop(key))
         if kwargs:
             raise self.err(call, f"{q}: unexpected argument `{next(iter(kwargs))}`")
+        lo = 0
         if len(args) == 2:
             lo = self.expr(args[0])
-            if not (lo == 0 and isinstance(lo, int) and not isinstance(lo, bool)
-                    or isinstance(lo, E.IntImm) and lo.value == 0):
-                raise self.err(args[0], "loops start at 0 in the workbench; shift the index "
-                                        "instead")
+            if isinstance(lo, E.IntImm) and lo.dtype in E.INT_DTYPES:
+                lo = lo.value
+            if isinstance(lo, bool) or not isinstance(lo, int) or lo < 0:
+                raise self.err(args[0], f"{q}: a loop starts at a constant integer >= 0 in "
+                                        f"the workbench, got {_kind(lo)}")
             args = args[1:]
         if len(args) != 1:
-            raise self.err(call, f"{q} takes the extent (or 0 and the extent)")
-        return name, self.extent(args[0], q), _LOOP_KINDS.get(q, "serial"), tag, ann
+            raise self.err(call, f"{q} takes the extent (or the start and the end)")
+        end = self.extent(args[0], q) if not lo else self.expr(args[0])
+        if lo:
+            hi = end.value if isinstance(end, E.IntImm) and end.dtype in E.INT_DTYPES else end
+            if isinstance(hi, bool) or not isinstance(hi, int) or hi <= lo:
+                raise self.err(args[0], f"{q}({lo}, ...): the end must be a constant "
+                                        f"integer above the start, got {_kind(end)}")
+            end = E.IntImm(hi - lo, end.dtype) if isinstance(end, E.IntImm) else hi - lo
+        return name, end, _LOOP_KINDS.get(q, "serial"), tag, ann, lo
 
     # -- with / if ---------------------------------------------------------------
     def _with(self, n: ast.With) -> Stmt | None:

@@ -206,10 +206,20 @@ class _Collector:
 
     def _reduction_constraint(self, b: Block, outer: tuple[_Scope, ...], inner) -> None:
         """A reduction accumulates into what it writes across the iterations of the loops
-        its reduce iter vars are bound to: keep those buffers above the outermost one."""
+        its reduce iter vars are bound to: keep those buffers above the outermost one.
+        An opaque iter var (``rolling_buffer``'s rolling axis) carries values from one
+        iteration of its loops to the next: keep everything the block reads and writes
+        above the outermost of those loops (TVM's LCA detector does the same)."""
+        self._keep_above(b, outer, inner, "R", {r.buffer for r in b.writes or ()} | {
+            s.buffer for s in iter_stmts(b) if isinstance(s, BufferStore)})
+        self._keep_above(b, outer, inner, "O", {r.buffer for r in (*(b.reads or ()),
+                                                                   *(b.writes or ()))})
+
+    def _keep_above(self, b: Block, outer: tuple[_Scope, ...], inner, kind: str,
+                    buffers: set[Buffer]) -> None:
         loop_vars: set[Var] = set()
         for iv in b.iter_vars:
-            if iv.kind == "R":
+            if iv.kind == kind:
                 loop_vars |= {x for x in iter_exprs(inner[iv.var]) if isinstance(x, Var)}
         depth = next(
             (
@@ -221,11 +231,7 @@ class _Collector:
         )
         if depth is None:
             return
-        written = {r.buffer for r in b.writes or ()}
-        for s in iter_stmts(b):
-            if isinstance(s, BufferStore):
-                written.add(s.buffer)
-        for buf in written:
+        for buf in buffers:
             self.accesses.setdefault(buf, []).append(_Access(None, outer[:depth]))
 
 
@@ -263,9 +269,9 @@ def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
     ]
     where = chain[chain.index(shared[0]) - 1] if shared else chain[-1]
     n = len(chain)
-    threads = {sc.node.loop_var: (const(0), const(sc.node.extent - 1)) for sc in shared}
+    threads = {sc.node.loop_var: (const(sc.node.min), const(sc.node.end - 1)) for sc in shared}
     outer = {
-        sc.node.loop_var: (0, sc.node.extent - 1)
+        sc.node.loop_var: (sc.node.min, sc.node.end - 1)
         for sc in chain
         if isinstance(sc.node, For) and sc.node.loop_var not in threads
     }
@@ -278,12 +284,12 @@ def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
             return None  # relaxing a loop of symbolic extent: keep the buffer as it is
         inner = dict(threads)
         inner.update({
-            sc.node.loop_var: (const(0), const(sc.node.extent - 1))
+            sc.node.loop_var: (const(sc.node.min), const(sc.node.end - 1))
             for sc in a.scopes[n:]
             if isinstance(sc.node, For)
         })
         bounds = dict(outer)
-        bounds.update({v: (0, hi.value) for v, (_, hi) in inner.items()})
+        bounds.update({v: (lo.value, hi.value) for v, (lo, hi) in inner.items()})
         dom = inner
         for c in a.conds:
             dom = narrow(c, dom, outer)
