@@ -22,7 +22,7 @@ strided producers are treated as covering their hull.
 
 from __future__ import annotations
 
-from ...ir import Block, For, IntImm, PrimExpr, PrimFunc, Stmt, Var
+from ...ir import Block, Buffer, For, IntImm, PrimExpr, PrimFunc, Stmt, Var
 from ...ir.expr import const, extent_expr
 from ...ir.functor import substitute
 from ...ir.intset import EMPTY, eval_interval, interval_union, narrow, prove_le
@@ -82,15 +82,22 @@ def _lca(a: list[Stmt], b: list[Stmt]) -> Stmt:
     return common
 
 
-def stage_pipeline_problem(func: PrimFunc, scope: Block, primitive: str) -> str | None:
+def stage_pipeline_problem(
+    func: PrimFunc,
+    scope: Block,
+    primitive: str,
+    write_after_read: bool = True,
+    readers_of: Buffer | None = None,
+) -> str | None:
     """Why the scope block ``scope`` of ``func`` is not a stage pipeline, or None when it
-    is one (module docstring)."""
+    is one (module docstring). ``write_after_read=False`` checks region cover only, and
+    ``readers_of`` only for the blocks that read that buffer (TVM's CheckRegionCover)."""
     blocks = scope_blocks(scope)
     paths = {b.name: find_block_path(func, primitive, b.name) for b in blocks}
     bounds = loop_bounds(func)
     # write-after-read
     read_by: dict = {}
-    for b in blocks:
+    for b in blocks if write_after_read else ():
         for w in b.writes or ():
             earlier = [r for r in read_by.get(w.buffer, []) if r is not b]
             if earlier:
@@ -103,6 +110,8 @@ def stage_pipeline_problem(func: PrimFunc, scope: Block, primitive: str) -> str 
     # region cover
     for pos, consumer in enumerate(blocks):
         reads = {r.buffer: r for r in consumer.reads or ()}
+        if readers_of is not None and readers_of not in reads:
+            continue
         producers = [
             p for p in blocks[:pos] if any(w.buffer in reads for w in p.writes or ())
         ]

@@ -746,11 +746,9 @@ def cache_write(
     if consumer_blocks:
         every, direct = _consumer_set(func, prim, scope, buf, consumer_blocks, block, block_name)
         targets |= every
-    related = {
-        b.name
-        for b in scope_blocks(scope)
-        if b is not block and _reads(b, buf) and b.name not in direct
-    }
+    order = scope_blocks(scope)  # as TVM, only what depends on it: the later readers
+    later = order[order.index(block) + 1 :]
+    related = {b.name for b in later if _reads(b, buf) and b.name not in direct}
     cache, stage_name = _new_cache(func, buf, storage_scope)
     position, container = _place(func, prim, scope, block, related, buf)
     region = _cache_region(buf, block, _path_below(scope, path), container,
