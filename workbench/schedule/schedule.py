@@ -21,6 +21,7 @@ from .errors import (
     BlockNotFoundError,
     FunctionNotFoundError,
     InvalidScheduleArgumentError,
+    RemovedHandleError,
     ScheduleError,
 )
 from .primitives import compute_at as CA
@@ -70,6 +71,7 @@ class Schedule(
         self._original = self._mod
         self._func_name: str | None = self._mod.names[0] if len(self._mod) == 1 else None
         self._rvs: dict[RV, Any] = {}
+        self._removed: set[int] = set()  # uids of handles remove_rv dropped
         self._trace = Trace()
         self._seed = seed
         self._rng = random.Random(seed)
@@ -137,6 +139,7 @@ class Schedule(
         other._original = self._original
         other._func_name = self._func_name
         other._rvs = dict(self._rvs)
+        other._removed = set(self._removed)
         other._trace = self._trace
         other._seed = self._seed
         other._rng = random.Random()
@@ -148,6 +151,7 @@ class Schedule(
         self._mod = other._mod
         self._func_name = other._func_name
         self._rvs = other._rvs
+        self._removed = other._removed
         self._trace = other._trace
         self._rng = other._rng
 
@@ -194,6 +198,9 @@ class Schedule(
                 primitive, f"expected {what} handle, got {rv!r}", self._func_or_none()
             )
         if rv not in self._rvs:
+            if rv.uid in self._removed:
+                raise RemovedHandleError(
+                    primitive, f"{rv!r} was dropped by remove_rv", self._func_or_none())
             raise InvalidScheduleArgumentError(
                 primitive, f"{rv!r} does not belong to this schedule", self._func_or_none()
             )
