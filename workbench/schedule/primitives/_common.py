@@ -12,7 +12,12 @@ from ...ir import Block, For, IfThenElse, PrimFunc, SeqStmt, Stmt, Var
 from ...ir.analysis import block_path, iter_blocks, loop_paths
 from ...ir.functor import Mutator, iter_stmts
 from ...ir.simplify import simplify
-from ..errors import BlockNotFoundError, OnlyLeafError, StaleHandleError
+from ..errors import (
+    BlockNotFoundError,
+    LoopNotStartWithZeroError,
+    OnlyLeafError,
+    StaleHandleError,
+)
 
 
 def find_loop_path(func: PrimFunc, primitive: str, var: Var) -> list[Stmt]:
@@ -30,6 +35,22 @@ def find_loop_paths(func: PrimFunc, primitive: str, loop_vars) -> list[list[Stmt
                 func,
             )
     return [found[v] for v in loop_vars]
+
+
+def check_starts_at_zero(func: PrimFunc, primitive: str, loops) -> None:
+    """Refuse (``LoopNotStartWithZeroError``) where one of ``loops`` (``For`` nodes, or
+    statements of which only the loops count) does not start at 0: the primitives that
+    rewrite a loop as ``0 <= v < extent`` (split, fuse, merge, rfactor, blockize,
+    compute_at's target, sample_perfect_tile ...) need that, as in TVM."""
+    for lp in loops:
+        if isinstance(lp, For) and lp.min:
+            raise LoopNotStartWithZeroError(
+                primitive,
+                f'loop "{lp.loop_var.name}" runs over range({lp.min}, {lp.end}) and does '
+                "not start at 0, which this primitive does not support",
+                func,
+                loops=[lp.loop_var],
+            )
 
 
 def find_block_path(func: PrimFunc, primitive: str, name: str) -> list[Stmt]:
@@ -87,7 +108,7 @@ def is_root(block: Block) -> bool:
 
 def loop_bounds(func: PrimFunc) -> dict[Var, tuple[int, int]]:
     """Inclusive ranges of every loop variable in the function."""
-    return {s.loop_var: (0, s.extent - 1) for s in iter_stmts(func.body) if isinstance(s, For)}
+    return {s.loop_var: (s.min, s.end - 1) for s in iter_stmts(func.body) if isinstance(s, For)}
 
 
 def used_names(func: PrimFunc) -> set[str]:

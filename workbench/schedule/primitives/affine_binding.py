@@ -113,8 +113,9 @@ def affine_problem(
     predicate: PrimExpr | None = None,
 ) -> str | None:
     """Why ``values`` are not an affine map of the loops in ``domain`` (loop variable ->
-    extent) under ``predicate``, or ``None`` when they are. Variables not in ``domain``
-    are constants.
+    extent, or ``(min, extent)`` for a loop over ``[min, min + extent)``, see
+    :func:`loop_domain`) under ``predicate``, or ``None`` when they are. Variables not in
+    ``domain`` are constants.
 
     >>> import workbench as wb
     >>> i, j, n = wb.Var("i"), wb.Var("j"), wb.Var("n")
@@ -123,8 +124,15 @@ def affine_problem(
     >>> affine_problem([i + n, j * 2], {i: 4, j: 4})
     '`j * 2` steps by 2, not by 1'
     """
+    shift = {v: v + e[0] for v, e in domain.items() if isinstance(e, tuple) and e[0]}
+    domain = {v: e[1] if isinstance(e, tuple) else e for v, e in domain.items()}
     if not domain or any(not isinstance(e, int) for e in domain.values()):
         return None
+    if shift:  # a loop over [min, min + extent) is min plus an iterator from 0
+        from ...ir.functor import substitute
+
+        values = [substitute(v, shift) for v in values]
+        predicate = None if predicate is None else substitute(predicate, shift)
     used = set()
     for v in values:
         used |= {x for x in iter_exprs(v) if isinstance(x, Var) and x in domain}
@@ -147,6 +155,12 @@ def affine_problem(
     except _NotAffine as e:
         return str(e)
     return None
+
+
+def loop_domain(loops) -> dict[Var, int | PrimExpr | tuple[int, int]]:
+    """The domain :func:`affine_problem` takes for ``loops`` (``For`` nodes): loop
+    variable -> extent, or ``(min, extent)`` where the loop does not start at 0."""
+    return {lp.loop_var: (lp.min, lp.extent) if lp.min else lp.extent for lp in loops}
 
 
 def _describe(s: _Split) -> str:

@@ -58,6 +58,7 @@ from ...ir.functor import expr_vars, substitute, uses_var
 from ...ir.simplify import _build, _linear, simplify
 from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import (
+    check_starts_at_zero,
     child_block_names,
     find_block_path,
     find_loop_path,
@@ -213,6 +214,7 @@ def blockize(
     block: Block = bpath[-1]  # type: ignore[assignment]
     start = next(i for i, s in enumerate(bpath) if s is loop)
     nest = bpath[start:-1]
+    check_starts_at_zero(func, p, nest)
     for outer, inner in zip(nest, bpath[start + 1 :], strict=True):
         if not isinstance(outer, For) or outer.body is not inner:
             raise NotSingleBlockError(
@@ -312,7 +314,8 @@ def _outer_init(init: Stmt, inner: Block, loops: list[For], name: str) -> Stmt:
         substitute(inner.predicate, loop_sub),
     )
     for lp in reversed(used):
-        stmt = For(loop_sub[lp.loop_var], lp.extent, lp.kind, stmt, lp.thread_tag, lp.annotations)
+        stmt = For(loop_sub[lp.loop_var], lp.extent, lp.kind, stmt, lp.thread_tag, lp.annotations,
+                   lp.min)
     return stmt
 
 

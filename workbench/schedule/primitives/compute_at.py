@@ -61,6 +61,7 @@ from ...ir.iter_map import detect_iter_map, inverse_iter_map
 from ...ir.simplify import and_, floordiv, int_range, simplify
 from ..errors import ScheduleError
 from ._common import (
+    check_starts_at_zero,
     consumers_of,
     find_block_path,
     find_loop_path,
@@ -134,7 +135,7 @@ def _inner_loops(path: list[Stmt], loop: For) -> dict[Var, tuple[int, int]]:
         if s is loop:
             below = True
         elif below and isinstance(s, For):
-            out[s.loop_var] = (0, s.extent - 1)
+            out[s.loop_var] = (s.min, s.end - 1)
     return out
 
 
@@ -368,6 +369,7 @@ def _prepare(primitive: str, func: PrimFunc, block_name: str, loop_var: Var):
             func,
             **where,
         )
+    check_starts_at_zero(func, primitive, lpath)  # the target and the loops around it
     scope = scope_of(bpath)
     if scope_of(lpath + [block]) is not scope:
         raise NotInSameScopeError(
@@ -695,7 +697,7 @@ def _shared_across_threads(path: list[Stmt], loop: For, buffer: Buffer) -> dict:
     for s in path:
         if isinstance(s, For) and s.kind == "thread_binding":
             if shares_storage(buffer.scope, s.thread_tag or ""):
-                out[s.loop_var] = (0, s.extent - 1)
+                out[s.loop_var] = (s.min, s.end - 1)
         if s is loop:
             break
     return out

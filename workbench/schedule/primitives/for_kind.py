@@ -51,7 +51,7 @@ from ...ir.functor import expr_vars, iter_stmts, uses_var
 from ...ir.simplify import struct_key
 from ..errors import NotDataParallelError, ScheduleError
 from ._common import find_block_path, find_loop_path, replace_path
-from .affine_binding import affine_problem
+from .affine_binding import affine_problem, loop_domain
 from .loops import blocks_under
 
 
@@ -92,7 +92,7 @@ def _written_by_children(blocks: list[Block]) -> dict:
 
 def _scope_domain(func: PrimFunc, block: Block) -> dict[Var, object]:
     path = find_block_path(func, "parallel", block.name)
-    return {lp.loop_var: lp.extent for lp in loops_above(path)}
+    return loop_domain(loops_above(path))
 
 
 def _dataflow_problem(func: PrimFunc, block: Block, writers: dict) -> str | None:

@@ -57,6 +57,7 @@ from ..errors import (
     WrongFactorProductError,
 )
 from ._common import (
+    check_starts_at_zero,
     child_block_names,
     find_loop_path,
     find_loop_paths,
@@ -65,7 +66,7 @@ from ._common import (
     names_in_scope,
     replace_path,
 )
-from .affine_binding import affine_problem
+from .affine_binding import affine_problem, loop_domain
 
 
 class MixedIterTypeLoopError(ScheduleError):
@@ -172,7 +173,8 @@ def _mixed_iter_block(loop: For) -> tuple[str, str, str] | None:
 
 
 def _check_plain(primitive: str, func: PrimFunc, loop: For) -> None:
-    """TVM's condition for split and fuse: no thread binding, no annotations."""
+    """TVM's condition for split, fuse and merge: no thread binding, no annotations, a
+    loop starting at 0."""
     if loop.kind == "thread_binding":
         raise BoundLoopError(
             primitive,
@@ -190,6 +192,7 @@ def _check_plain(primitive: str, func: PrimFunc, loop: For) -> None:
             func,
             loops=[loop.loop_var],
         )
+    check_starts_at_zero(func, primitive, [loop])
 
 
 def split(
@@ -447,8 +450,8 @@ def _check_affine_under(func: PrimFunc, deepest: list[Stmt], start: int) -> None
         if not block.iter_vars:
             continue
         loops = chain + list(inner)
-        domain = {lp.loop_var: lp.extent for lp in loops}
-        full = {lp.loop_var: lp.extent for lp in outer} | domain
+        domain = loop_domain(loops)
+        full = loop_domain(outer) | domain
         values = list(block.iter_values)
         if affine_problem(values, full, block.predicate) is None:
             continue

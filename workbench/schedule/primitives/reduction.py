@@ -79,6 +79,7 @@ from ...ir.functor import expr_vars, iter_exprs, substitute, uses_var
 from ...ir.simplify import simplify
 from ..errors import ScheduleError
 from ._common import (
+    check_starts_at_zero,
     child_block_names,
     find_block_path,
     find_loop_path,
@@ -235,7 +236,7 @@ def _rebuild(path: list[Stmt], start: int, leaf: Stmt | None) -> Stmt:
 
 
 def _copy_loop(lp: For, var: Var, body: Stmt) -> For:
-    return For(var, lp.extent, lp.kind, body, lp.thread_tag, lp.annotations)
+    return For(var, lp.extent, lp.kind, body, lp.thread_tag, lp.annotations, lp.min)
 
 
 # ---------------------------------------------------------------------------
@@ -428,7 +429,7 @@ def _check_predicate(
     loops are 0 (the rfactor block's init point), each conjunct of the predicate that
     involves reduction loops must hold for every value of ``loop_var``. Those conjuncts
     then leave the write-back block, which reads every slot."""
-    bounds = {lp.loop_var: (0, lp.extent - 1) for lp in loops}
+    bounds = {lp.loop_var: (lp.min, lp.end - 1) for lp in loops}
     zero: dict[Var, PrimExpr] = {v: IntImm(0, v.dtype) for v in reduce_loops if v is not loop_var}
     # the init point has every reduce iter var at 0; the other reduction loops at 0 must
     # give that for the iter vars that rfactor keeps (those not over `loop_var`)
@@ -480,6 +481,7 @@ def rfactor(func: PrimFunc, loop_var: Var, factor_axis: int) -> tuple[PrimFunc, 
     """
     p = "rfactor"
     loop, bpath, block, loops, reduce_loops, red = _rfactor_checks(func, loop_var)
+    check_starts_at_zero(func, p, loops)
     store = red.stores[0]
     buf = store.buffer
     ndim = len(buf.shape)

@@ -34,7 +34,14 @@ from typing import Any
 from ...ir import Block, For, PrimFunc, Var
 from ...ir.functor import iter_stmts, uses_var
 from ..errors import ScheduleError
-from ._common import consumers_of, find_block_path, find_loop_path, scope_blocks, scope_of
+from ._common import (
+    check_starts_at_zero,
+    consumers_of,
+    find_block_path,
+    find_loop_path,
+    scope_blocks,
+    scope_of,
+)
 
 
 class InvalidDecisionError(ScheduleError, ValueError):
@@ -275,6 +282,7 @@ def sample_perfect_tile(
     [8, 16]
     """
     loop: For = find_loop_path(func, "sample_perfect_tile", loop_var)[-1]  # type: ignore[assignment]
+    check_starts_at_zero(func, "sample_perfect_tile", [loop])
     _check_tile_args(func, loop, n, max_innermost_factor)
     if not isinstance(loop.extent, int):  # TVM's case 1: a loop of non-constant extent
         return [-1] + [1] * (n - 1)
