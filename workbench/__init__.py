@@ -8,7 +8,15 @@
 """
 
 from . import ir, schedule, script, workloads
-from .ir import Buffer, IRModule, PrimFunc, Var, structural_equal, structural_hash
+from .ir import (
+    Buffer,
+    IndexMap,
+    IRModule,
+    PrimFunc,
+    Var,
+    structural_equal,
+    structural_hash,
+)
 from .ir.expr import (
     cast,
     const,
@@ -52,6 +60,7 @@ from .script import from_script, ir_module, prim_func
 from .search import Database, TuneResult, default_space, rules
 from .search.tune import tune
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004
+from .tensor_intrin import TensorIntrin
 
 
 def measure(

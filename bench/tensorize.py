@@ -1,0 +1,175 @@
+"""Tensorize: a float32 matmul with the same tiling schedule, with and without the FMA
+micro-kernel, next to numpy; measured side by side in one run.
+
+For each size (512^3 and 1024^3 by default), with the best FMA intrinsic this machine
+runs (``wb.tensor_intrin.cpu.best_fma_intrin()``; ``--intrin`` picks another):
+
+* **tiled**: the block tiled to the intrinsic's shape (``i`` by its rows, ``j`` by its
+  columns, ``k`` by its K block), loops ordered ``j0, i0, k0, i1, j1, k1`` with ``j0``
+  parallel, the reduction's init split off; the inner ``i1, j1, k1`` tile left to the C
+  compiler (``-O3 -march=native``);
+* **tiled + vectorized inner**: the same, with the tile's loops reordered ``i1, k1, j1``
+  and ``j1`` vectorized: what the compiler makes of the tile at its best, for reference;
+* **tensorized**: the same schedule as "tiled", with ``sch.tensorize(i1, intrin)``: the
+  tile is one call of the register-blocked micro-kernel;
+* **packed B**: the last two again, with ``B`` first copied into a panel-major buffer
+  (``cache_read`` of ``B`` into ``B_global``, then ``transform_layout`` of it by
+  ``lambda k, j: (j // cols, k, j % cols)``), so each tile reads its ``K x cols`` panel
+  contiguously; the copy runs inside the kernel and is timed with it;
+* numpy's ``a @ b`` (OpenBLAS).
+
+Threads: the kernels use OpenMP (``OMP_NUM_THREADS``); numpy's OpenBLAS is given the same
+count through ``OPENBLAS_NUM_THREADS`` (set before numpy is imported; threadpoolctl is
+not needed). Run it as::
+
+    OMP_NUM_THREADS=2 python bench/tensorize.py            # 512 and 1024
+    OMP_NUM_THREADS=2 python bench/tensorize.py 1024 --intrin x86_fma_f32_6x16_avx2
+    OMP_NUM_THREADS=2 python bench/tensorize.py 1024 --k-block 256
+"""
+
+from __future__ import annotations
+
+import os
+
+if "OMP_NUM_THREADS" in os.environ:  # numpy's BLAS gets the kernels' thread count
+    for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, os.environ["OMP_NUM_THREADS"])
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import workbench as wb  # noqa: E402
+from workbench.runtime.peak import cpu_spec  # noqa: E402
+from workbench.tensor_intrin import cpu  # noqa: E402
+
+
+def tiled_schedule(func: wb.PrimFunc, kernel: cpu.MicroKernel, *, tensorize: bool = False,
+                   vectorize_inner: bool = False, pack_b: bool = False) -> wb.Schedule:
+    """The shared tiling: ``j0 (parallel), i0, k0, i1, j1, k1`` with the tile the
+    intrinsic's shape; then either tensorize the tile or (``vectorize_inner``) reorder
+    it ``i1, k1, j1`` and vectorize ``j1``. ``pack_b`` first copies ``B`` into
+    ``cols``-wide panels."""
+    rows, cols, depth = kernel.tile
+    sch = wb.Schedule(func)
+    block = sch.get_block("C")
+    if pack_b:
+        sch.cache_read(block, 1, "global")
+        sch.transform_layout(block, ("read", 1), lambda k, j: (j // cols, k, j % cols))
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, factors=[None, rows])
+    j0, j1 = sch.split(j, factors=[None, cols])
+    k0, k1 = sch.split(k, factors=[None, depth])
+    sch.reorder(j0, i0, k0, i1, j1, k1)
+    sch.parallel(j0)
+    sch.decompose_reduction(block, k0)
+    if tensorize:
+        sch.tensorize(i1, kernel.name)
+    elif vectorize_inner:
+        sch.reorder(i1, k1, j1)
+        sch.vectorize(j1)
+    return sch
+
+
+def gflops(kernel, args, flops: int, repeat: int) -> float:
+    # the flops of the unscheduled matmul: a tensorized kernel's work is inside the C call,
+    # which the IR's flop count does not see
+    return wb.measure(kernel, *args, flops=flops, repeat=repeat, min_repeat_ms=200).gflops
+
+
+def run(n: int, kernel: cpu.MicroKernel) -> dict:
+    func = wb.workloads.matmul(n, n, n)
+    flops = wb.flop_count(func)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype("float32")
+    b = rng.standard_normal((n, n)).astype("float32")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    row: dict = {"n": n}
+    variants = {
+        "tiled": dict(),
+        "tiled_vec": dict(vectorize_inner=True),
+        "tensorized": dict(tensorize=True),
+        "packed_vec": dict(vectorize_inner=True, pack_b=True),
+        "packed_tensorized": dict(tensorize=True, pack_b=True),
+    }
+    for label, options in variants.items():
+        sch = tiled_schedule(func, kernel, **options)
+        built = wb.build(sch.mod)
+        c = np.zeros((n, n), "float32")
+        built(a, b, c)
+        err = np.abs(c - want).max() / np.abs(want).max()
+        if err > 1e-4:
+            raise AssertionError(f"{label} at {n}^3 differs from numpy (relative error {err})")
+        row[label] = gflops(built, (a, b, c), flops, repeat=3 if n >= 1024 else 5)
+    row["numpy"] = max(
+        wb.measure(lambda: a @ b, flops=flops, repeat=5, min_repeat_ms=200).gflops
+        for _ in range(2)
+    )
+    return row
+
+
+def machine_line(kernel: cpu.MicroKernel) -> str:
+    spec = cpu_spec()
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    threads = os.environ.get("OMP_NUM_THREADS", "all cores (OMP_NUM_THREADS unset)")
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "OpenBLAS default")
+    present = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni") if f in cpu.cpu_flags()]
+    return (f"machine: {model} ({platform.machine()}), {os.cpu_count()} logical CPUs, "
+            f"{spec.cores} physical cores usable; kernel threads {threads}, numpy BLAS "
+            f"threads {blas}\nintrinsic: {kernel.name} (tile {kernel.tile[0]}x{kernel.tile[1]}, "
+            f"K block {kernel.tile[2]}), CPU flags used: {', '.join(kernel.requires)}; "
+            f"flags present: {', '.join(present) or 'none of avx2, fma, avx512f'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", nargs="*", type=int, default=[512, 1024])
+    parser.add_argument("--intrin", default=None, help="FMA intrinsic (default: the best "
+                        "this machine runs)")
+    parser.add_argument("--k-block", type=int, default=None, help="the intrinsic's K block "
+                        "(default: its own; another value makes that variant of the kernel)")
+    args = parser.parse_args()
+    name = args.intrin or cpu.best_fma_intrin()
+    if name is None:
+        sys.exit("this machine has neither AVX2+FMA nor AVX-512: no FMA intrinsic to bench")
+    kernel = cpu.MICRO_KERNELS[name]
+    if args.k_block is not None and args.k_block != kernel.tile[2]:
+        isa = "avx512" if "avx512f" in kernel.requires else "avx2"
+        kernel = cpu.fma_intrin(kernel.tile[0], kernel.tile[1], args.k_block, isa)
+    if kernel.missing():
+        sys.exit(f"{name} needs the CPU flags {', '.join(kernel.missing())}")
+    cpu.register_all()
+    print(machine_line(kernel))
+    rows = [run(n, kernel) for n in args.sizes]
+    print()
+    print("float32 matmul, GFLOPS (higher is better)")
+    print()
+    print("| n | tiled | tiled + vectorized inner | tensorized | packed B: vectorized inner | "
+          "packed B: tensorized | numpy | tensorized / tiled | tensorized / vectorized | "
+          "packed: tensorized / vectorized | packed tensorized / numpy |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['n']} | {r['tiled']:.1f} | {r['tiled_vec']:.1f} | {r['tensorized']:.1f} | "
+              f"{r['packed_vec']:.1f} | {r['packed_tensorized']:.1f} | {r['numpy']:.1f} | "
+              f"{r['tensorized'] / r['tiled']:.1f}x | {r['tensorized'] / r['tiled_vec']:.2f}x | "
+              f"{r['packed_tensorized'] / r['packed_vec']:.2f}x | "
+              f"{r['packed_tensorized'] / r['numpy']:.2f}x |")
+    print()
+    print("every kernel was checked against float64 numpy before timing; figures are "
+          "wb.measure medians (other processes may share the machine: run it twice)")
+
+
+if __name__ == "__main__":
+    main()
