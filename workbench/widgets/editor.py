@@ -19,6 +19,7 @@ import ipywidgets as widgets
 
 from ..ir.highlight import code_block, error_banner, highlight_lines
 from ..schedule import Schedule
+from .editor_actions import EXTRA_ACTIONS, ActionSpec, Param
 from .editor_model import (
     SCOPES,
     THREAD_AXES,
@@ -201,6 +202,7 @@ class ScheduleEditor(widgets.VBox):
         return b
 
     def _make_argument_widgets(self) -> None:
+        self._extra_widgets: dict[tuple[str, str], widgets.Widget] = {}
         auto = widgets.Layout(width="auto")
         self.split_factor = widgets.Dropdown(description="inner factor", layout=auto)
         self.split_factor.add_class("wb-split-factor")
@@ -339,6 +341,8 @@ class ScheduleEditor(widgets.VBox):
             self.model.apply(action, **params)
 
     def _params(self, action: str, item: TreeItem) -> dict | None:
+        if action in EXTRA_ACTIONS:
+            return self._extra_params(EXTRA_ACTIONS[action], item)
         if item.kind == "loop":
             loop = item.var
             if action == "split":
@@ -373,6 +377,54 @@ class ScheduleEditor(widgets.VBox):
         if action in ("cache_read", "cache_write"):
             return {"block": item.name, "buffer": self.buffer.value, "scope": self.scope.value}
         return {"block": item.name}
+
+    def _extra_widget(self, spec: ActionSpec, param: Param) -> widgets.Widget:
+        """The (cached) widget for one param of an extra action."""
+        key = (spec.name, param.name)
+        w = self._extra_widgets.get(key)
+        if w is None:
+            if param.kind == "text":
+                w = widgets.Text(description=param.label, placeholder=param.placeholder,
+                                 layout=widgets.Layout(width="420px"))
+            elif param.kind == "int":
+                w = widgets.IntText(value=param.default or 0, description=param.label,
+                                    layout=widgets.Layout(width="180px"))
+            elif param.kind == "bool":
+                w = widgets.Checkbox(value=bool(param.default), indent=False,
+                                     description=param.label)
+            else:
+                w = widgets.Dropdown(description=param.label, layout=widgets.Layout(width="auto"))
+            w.add_class(f"wb-arg-{param.name.replace('_', '-')}")
+            self._extra_widgets[key] = w
+        return w
+
+    def _extra_arguments(self, spec: ActionSpec, item: TreeItem) -> list[widgets.Widget]:
+        kids = []
+        for param in spec.params:
+            w = self._extra_widget(spec, param)
+            if param.kind == "choice" and param.choices is not None:
+                w.options = param.choices(self.model, item)
+                _first(w)
+            kids.append(w)
+        return kids
+
+    def _extra_params(self, spec: ActionSpec, item: TreeItem) -> dict | None:
+        params: dict[str, Any] = {"loop" if item.kind == "loop" else "block":
+                                  item.var if item.kind == "loop" else item.name}
+        for param in spec.params:
+            value = self._extra_widget(spec, param).value
+            if param.kind == "choice" and value is None:
+                self._show_error(f"{spec.name}: nothing to choose as {param.label} for "
+                                 f"{item.kind} {item.name}")
+                return None
+            if param.kind == "text" and not str(value).strip():
+                if not param.optional:
+                    self._show_error(f"{spec.name}: type the {param.label} "
+                                     f"(e.g. {param.placeholder})")
+                    return None
+                value = None
+            params[param.name] = value
+        return params
 
     def _chain_vars(self, item: TreeItem, count: int) -> list:
         chain = [item.var]
@@ -487,7 +539,7 @@ class ScheduleEditor(widgets.VBox):
         item = self.model.selected
         action = self.action.value
         self.help.value = (
-            f'<span style="opacity:0.8">{html.escape(ACTION_HELP.get(action, ""))}</span>'
+            f'<span style="opacity:0.8">{html.escape(_help(action))}</span>'
             if action else "")
         if item is None or action is None:
             self.args_box.children = ()
@@ -527,6 +579,8 @@ class ScheduleEditor(widgets.VBox):
             _first(self.target)
             self.target.description = "above loop"
             kids = [self.target]
+        elif action in EXTRA_ACTIONS:
+            kids = self._extra_arguments(EXTRA_ACTIONS[action], item)
         elif action in ("cache_read", "cache_write"):
             which = "read" if action == "cache_read" else "write"
             self.buffer.options = self.model.buffers(item, which)
@@ -564,6 +618,12 @@ class ScheduleEditor(widgets.VBox):
         )
         self.history_plot.value = _history_svg(records)
         self.tabs.selected_index = 4
+
+
+def _help(action: str) -> str:
+    if action in EXTRA_ACTIONS:
+        return EXTRA_ACTIONS[action].help
+    return ACTION_HELP.get(action, "")
 
 
 def _first(dropdown: widgets.Dropdown) -> None:

@@ -54,6 +54,7 @@ from ..ir.analysis import (
 from ..schedule import Schedule, ScheduleError, ScheduleFile, Trace, TraceError
 from ..schedule.primitives.sampling import divisors as all_divisors
 from ..schedule.trace import BlockRV, LoopRV
+from .editor_actions import EXTRA_ACTIONS, ActionSpec
 
 __all__ = [
     "ACTIONS",
@@ -418,7 +419,10 @@ class EditorModel:
         item = item or self._selected
         if item is None:
             return ()
-        return LOOP_ACTIONS if item.kind == "loop" else BLOCK_ACTIONS
+        base = LOOP_ACTIONS if item.kind == "loop" else BLOCK_ACTIONS
+        extra = tuple(name for name, spec in EXTRA_ACTIONS.items()
+                      if item.kind in spec.targets and spec.available(self, item))
+        return base + extra
 
     def loop_chain(self, loop: TreeItem | None = None) -> list[TreeItem]:
         """The loop and the loops below it down to its first block (what reorder can
@@ -513,13 +517,19 @@ class EditorModel:
         ``compute_at / reverse_compute_at(block, loop, preserve_unit_loops=False)``,
         ``compute_inline / reverse_compute_inline(block)``,
         ``cache_read / cache_write(block, buffer, scope)`` (buffer: name or index),
-        ``decompose_reduction(block, loop)``.
+        ``decompose_reduction(block, loop)``; and the actions of
+        :data:`~workbench.widgets.editor_actions.EXTRA_ACTIONS` with their params
+        (``transform_layout(block, buffer=("write", 0), index_map="lambda i, j: ...",
+        pad_value=None)``, ``pad_einsum(block, padding="32, 32, 32")``,
+        ``loop_partition(loop, factors="16, None")``, ``tensorize(loop or block,
+        intrin)``...).
         A refused action sets :attr:`error` (and :attr:`error_html`, the message with
         the IR marked) and changes nothing; an unknown action or a missing parameter
         raises ``TypeError``/``ValueError`` (a programming mistake, not a schedule one).
         """
-        if action not in ACTIONS:
-            raise ValueError(f"unknown action {action!r}; actions: {', '.join(ACTIONS)}")
+        if action not in ACTIONS and action not in EXTRA_ACTIONS:
+            known = ", ".join(ACTIONS + tuple(EXTRA_ACTIONS))
+            raise ValueError(f"unknown action {action!r}; actions: {known}")
         sch = self._current.copy()
         try:
             description, select = self._run(action, sch, dict(params))
@@ -529,6 +539,22 @@ class EditorModel:
         self._push(sch, description, select)
         self._notify("apply")
         return True
+
+    def _run_extra(self, spec: ActionSpec, sch: Schedule, p: dict, loop: Callable,
+                   block: Callable) -> tuple[str, Any]:
+        if "loop" in spec.targets and ("loop" in p or "block" not in spec.targets):
+            item = loop()
+        else:
+            item = block()
+        values: dict[str, Any] = {}
+        for param in spec.params:
+            if param.name in p:
+                values[param.name] = p.pop(param.name)
+            elif param.optional or param.default is not None:
+                values[param.name] = param.default
+            else:
+                raise TypeError(f"{spec.name} needs {param.name}=")
+        return spec.run(self, sch, item, values)
 
     def _push(self, sch: Schedule, description: str, select: TreeItem | Var | str | None) -> None:
         del self._history[self._pos + 1:]
@@ -578,7 +604,9 @@ class EditorModel:
             return self._find_block(action, self._arg(action, p, key))
 
         result: tuple[str, Any]
-        if action == "split":
+        if action in EXTRA_ACTIONS:
+            result = self._run_extra(EXTRA_ACTIONS[action], sch, p, loop, block)
+        elif action == "split":
             lp = loop()
             factors = self._arg(action, p, "factors")
             if isinstance(factors, str):
