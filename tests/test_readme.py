@@ -53,3 +53,20 @@ def test_tvmscript_and_schedule_file_blocks_run(tmp_path, monkeypatch, capsys):
     assert out.startswith("True\n")
     assert "sch.split(loop=l2, factors=[None, 4]" in out
     assert (tmp_path / "mm_relu_schedule.json").is_file()
+
+
+def test_layout_and_tensorize_blocks_run(capsys):
+    """The "Layouts, padding and tensor intrinsics" blocks, in order, after the quickstart
+    (they use its imports)."""
+    blocks = _python_blocks()
+    start = next(i for i, b in enumerate(blocks) if "sch.transform_layout(C" in b)
+    namespace: dict = {"__name__": "readme_layout"}
+    source = "\n".join([blocks[0], *blocks[start:start + 2]])
+    exec(compile(source, str(README), "exec"), namespace)  # our own README, not user data
+    out = capsys.readouterr().out
+    assert "lambda i, j: (i // 16, j // 16, i % 16, j % 16)" in out
+    sch = namespace["sch"]
+    assert "B: T.Buffer((8, 128, 16)" in sch.mod.script()
+    if namespace["name"] is not None:
+        assert "T.call_extern" in sch.mod.script()
+        assert "x86_fma_f32_4x16_avx2" in out

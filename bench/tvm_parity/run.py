@@ -99,6 +99,22 @@ APPLICABLE = [
     "test_tir_schedule_trace.py",
     "test_tir_schedule_utilities.py",
     "test_tir_schedule_state.py",
+    "test_tir_schedule_merge.py",
+    "test_tir_schedule_reorder_block_iter_var.py",
+    "test_tir_schedule_transform_layout.py",
+    "test_tir_schedule_reindex.py",
+    "test_tir_schedule_read_write_at.py",
+    "test_tir_schedule_cache_index.py",
+    "test_tir_schedule_decompose_padding.py",
+    "test_tir_schedule_pad_einsum.py",
+    "test_tir_schedule_set_dtype.py",
+    "test_tir_schedule_annotate_buffer_access.py",
+    "test_tir_schedule_partition.py",
+    "test_tir_schedule_rolling_buffer.py",
+    "test_tir_schedule_fuse_reduction_epilogue.py",
+    "test_tir_schedule_fuse_reduction_epilogue_relu.py",
+    "test_tir_schedule_fuse_reduction_epilogue_clipping.py",
+    "test_tir_schedule_tensorize.py",
 ]
 
 # Tests that check something only TVM's objects have; counted as not applicable

@@ -41,9 +41,10 @@ if not any(isinstance(f, _StubFinder) for f in sys.meta_path):
 install_node_aliases()
 install_error_log()
 
-from . import ir, s_tir, script, te, testing, tirx  # noqa: E402
+from . import ir, runtime, s_tir, script, te, testing, tirx  # noqa: E402
 from ._schedule import ScheduleError  # noqa: E402
 from .ir import IRModule  # noqa: E402
+from .runtime import compile_func as compile  # noqa: E402
 
 # Modules TVM has under two names
 tir = tirx

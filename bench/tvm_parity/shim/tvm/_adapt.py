@@ -294,6 +294,9 @@ def install_node_aliases() -> None:
     for cls in (stmt.Stmt, stmt.PrimFunc, stmt.IRModule, wb.ir.expr.PrimExpr, wb.Buffer):
         cls.same_as = same_as
     stmt.Block.name_hint = property(lambda self: self.name)
+    # TVM >= 0.27 keeps a buffer's shape/dtype and a variable's dtype in ``.ty``
+    wb.Buffer.ty = property(lambda self: self)
+    wb.ir.expr.PrimExpr.ty = property(lambda self: self)
     stmt.PrimFunc.with_attr = with_attr
 
     # TVM >= 0.24 prints its own syntax (``T.sblock``) by default

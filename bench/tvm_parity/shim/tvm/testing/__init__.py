@@ -55,4 +55,10 @@ def assert_structural_equal(lhs: Any, rhs: Any, *args: Any, **kwargs: Any) -> No
     assert_equal(lhs, rhs)
 
 
+def assert_allclose(actual: Any, desired: Any, rtol: float = 1e-7, atol: float = 0) -> None:
+    import numpy as np
+
+    np.testing.assert_allclose(actual, desired, rtol=rtol, atol=atol, verbose=True)
+
+
 __getattr__ = module_getattr(__name__)

@@ -12,6 +12,22 @@ from workbench.ir import stmt as _stmt
 from .._adapt import FloatImm, IntImm, const, module_getattr  # noqa: F401
 from .._schedule import Schedule, ScheduleError  # noqa: F401
 
+
+class TensorIntrin:
+    """``tvm.tirx.TensorIntrin``: registers in the workbench's registry (the functions
+    from ``@T.prim_func`` are parsed first). A pair the workbench cannot read or check
+    stays unregistered: the test that tensorizes with it then fails on the name."""
+
+    @staticmethod
+    def register(name: str, desc: Any, impl: Any, override: bool = False) -> Any:
+        try:
+            desc, impl = (f.resolve() if hasattr(f, "resolve") else f for f in (desc, impl))
+            return wb.TensorIntrin.register(name, desc, impl, override=override)
+        except Exception:  # noqa: BLE001 - reported where the intrinsic is used
+            return None
+
+    get = staticmethod(wb.TensorIntrin.get)
+
 Block = SBlock
 SeqStmt = _stmt.SeqStmt
 BufferStore = _stmt.BufferStore
