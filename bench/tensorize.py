@@ -1,8 +1,9 @@
 """Tensorize: a float32 matmul with the same tiling schedule, with and without the FMA
 micro-kernel, next to numpy; measured side by side in one run.
 
-For each size (512^3 and 1024^3 by default), with the best FMA intrinsic this machine
-runs (``wb.tensor_intrin.cpu.best_fma_intrin()``; ``--intrin`` picks another):
+For each size (512^3, 960^3 and 1024^3 by default), with the FMA intrinsic this machine
+runs that has the most accumulators and whose tile divides the size
+(``wb.tensor_intrin.cpu.best_fma_intrin(m=n, n=n)``; ``--intrin`` picks another):
 
 * **tiled**: the block tiled to the intrinsic's shape (``i`` by its rows, ``j`` by its
   columns, ``k`` by its K block), loops ordered ``j0, i0, k0, i1, j1, k1`` with ``j0``
@@ -22,7 +23,7 @@ Threads: the kernels use OpenMP (``OMP_NUM_THREADS``); numpy's OpenBLAS is given
 count through ``OPENBLAS_NUM_THREADS`` (set before numpy is imported; threadpoolctl is
 not needed). Run it as::
 
-    OMP_NUM_THREADS=2 python bench/tensorize.py            # 512 and 1024
+    OMP_NUM_THREADS=2 python bench/tensorize.py            # 512, 960 and 1024
     OMP_NUM_THREADS=2 python bench/tensorize.py 1024 --intrin x86_fma_f32_6x16_avx2
     OMP_NUM_THREADS=2 python bench/tensorize.py 1024 --k-block 256
 """
@@ -113,7 +114,7 @@ def run(n: int, kernel: cpu.MicroKernel) -> dict:
     return row
 
 
-def machine_line(kernel: cpu.MicroKernel) -> str:
+def machine_line() -> str:
     spec = cpu_spec()
     model = "unknown CPU"
     try:
@@ -128,40 +129,53 @@ def machine_line(kernel: cpu.MicroKernel) -> str:
     present = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni") if f in cpu.cpu_flags()]
     return (f"machine: {model} ({platform.machine()}), {os.cpu_count()} logical CPUs, "
             f"{spec.cores} physical cores usable; kernel threads {threads}, numpy BLAS "
-            f"threads {blas}\nintrinsic: {kernel.name} (tile {kernel.tile[0]}x{kernel.tile[1]}, "
-            f"K block {kernel.tile[2]}), CPU flags used: {', '.join(kernel.requires)}; "
-            f"flags present: {', '.join(present) or 'none of avx2, fma, avx512f'}")
+            f"threads {blas}; flags present: "
+            f"{', '.join(present) or 'none of avx2, fma, avx512f'}")
+
+
+def pick_kernel(n: int, intrin: str | None, k_block: int | None) -> cpu.MicroKernel:
+    """The intrinsic for an ``n^3`` matmul: ``intrin``, else the one with the most
+    accumulators this CPU runs whose tile divides ``n``; ``k_block`` makes that kernel's
+    variant with another K block."""
+    name = intrin or cpu.best_fma_intrin(m=n, n=n)
+    if name is None:
+        sys.exit(f"no FMA intrinsic this machine runs tiles {n} x {n} (it needs AVX2+FMA or "
+                 "AVX-512)")
+    kernel = cpu.MICRO_KERNELS[name]
+    if k_block is not None and k_block != kernel.tile[2]:
+        isa = "avx512" if "avx512f" in kernel.requires else "avx2"
+        kernel = cpu.fma_intrin(kernel.tile[0], kernel.tile[1], k_block, isa)
+    if kernel.missing():
+        sys.exit(f"{name} needs the CPU flags {', '.join(kernel.missing())}")
+    if n % kernel.tile[0] or n % kernel.tile[1] or n % kernel.tile[2]:
+        sys.exit(f"{kernel.name}'s {kernel.tile} tile does not divide {n}")
+    return kernel
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sizes", nargs="*", type=int, default=[512, 1024])
-    parser.add_argument("--intrin", default=None, help="FMA intrinsic (default: the best "
-                        "this machine runs)")
+    parser.add_argument("sizes", nargs="*", type=int, default=[512, 960, 1024])
+    parser.add_argument("--intrin", default=None, help="FMA intrinsic (default: per size, "
+                        "the one with the most accumulators this machine runs whose tile "
+                        "divides the size)")
     parser.add_argument("--k-block", type=int, default=None, help="the intrinsic's K block "
                         "(default: its own; another value makes that variant of the kernel)")
     args = parser.parse_args()
-    name = args.intrin or cpu.best_fma_intrin()
-    if name is None:
-        sys.exit("this machine has neither AVX2+FMA nor AVX-512: no FMA intrinsic to bench")
-    kernel = cpu.MICRO_KERNELS[name]
-    if args.k_block is not None and args.k_block != kernel.tile[2]:
-        isa = "avx512" if "avx512f" in kernel.requires else "avx2"
-        kernel = cpu.fma_intrin(kernel.tile[0], kernel.tile[1], args.k_block, isa)
-    if kernel.missing():
-        sys.exit(f"{name} needs the CPU flags {', '.join(kernel.missing())}")
     cpu.register_all()
-    print(machine_line(kernel))
-    rows = [run(n, kernel) for n in args.sizes]
+    print(machine_line())
+    kernels = [pick_kernel(n, args.intrin, args.k_block) for n in args.sizes]
+    rows = [run(n, kernel) for n, kernel in zip(args.sizes, kernels, strict=True)]
     print()
     print("float32 matmul, GFLOPS (higher is better)")
     print()
-    print("| n | tiled | tiled + vectorized inner | tensorized | packed B: vectorized inner | "
-          "packed B: tensorized | numpy | tensorized / tiled | tensorized / vectorized | "
-          "packed: tensorized / vectorized | packed tensorized / numpy |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['n']} | {r['tiled']:.1f} | {r['tiled_vec']:.1f} | {r['tensorized']:.1f} | "
+    print("| n | intrinsic (tile, K block) | tiled | tiled + vectorized inner | tensorized | "
+          "packed B: vectorized inner | packed B: tensorized | numpy | tensorized / tiled | "
+          "tensorized / vectorized | packed: tensorized / vectorized | "
+          "packed tensorized / numpy |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r, k in zip(rows, kernels, strict=True):
+        print(f"| {r['n']} | {k.name} ({k.tile[0]}x{k.tile[1]}, {k.tile[2]}) | "
+              f"{r['tiled']:.1f} | {r['tiled_vec']:.1f} | {r['tensorized']:.1f} | "
               f"{r['packed_vec']:.1f} | {r['packed_tensorized']:.1f} | {r['numpy']:.1f} | "
               f"{r['tensorized'] / r['tiled']:.1f}x | {r['tensorized'] / r['tiled_vec']:.2f}x | "
               f"{r['packed_tensorized'] / r['packed_vec']:.2f}x | "

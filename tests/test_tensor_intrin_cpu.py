@@ -57,7 +57,13 @@ def test_fma_intrin_refuses_what_does_not_fit():
 def test_best_intrin_follows_the_flags():
     assert cpu.best_fma_intrin(frozenset({"avx2", "fma", "avx512f"})) == \
         "x86_fma_f32_8x32_avx512"
-    assert cpu.best_fma_intrin(frozenset({"avx2", "fma"})) == "x86_fma_f32_4x16_avx2"
+    assert cpu.best_fma_intrin(frozenset({"avx2", "fma"})) == "x86_fma_f32_6x16_avx2"
+    # the most accumulators whose tile divides the output
+    assert cpu.best_fma_intrin(frozenset({"avx2", "fma"}), m=64, n=64) == \
+        "x86_fma_f32_4x16_avx2"
+    assert cpu.best_fma_intrin(frozenset({"avx2", "fma", "avx512f"}), m=90, n=64) == \
+        "x86_fma_f32_6x32_avx512"
+    assert cpu.best_fma_intrin(frozenset({"avx2", "fma"}), m=5) is None
     assert cpu.best_fma_intrin(frozenset({"avx2"})) is None  # AVX2 without FMA
     assert cpu.best_dot_intrin(frozenset({"avx2", "avx512f", "avx512_vnni"})) == \
         "x86_dot_u8s8s32_16x4_vnni"
@@ -227,7 +233,7 @@ def test_tvm_tensorizes_a_matmul_with_our_intrinsic():
 
 has_tensorize = pytest.mark.skipif(not hasattr(wb.Schedule, "tensorize"),
                                    reason="Schedule.tensorize is not available")
-BEST_FMA = cpu.best_fma_intrin()
+BEST_FMA = cpu.best_fma_intrin(m=64, n=64)
 BEST_DOT = cpu.best_dot_intrin()
 needs_fma = pytest.mark.skipif(BEST_FMA is None, reason="this machine has neither "
                                "avx2+fma nor avx512f (no FMA intrinsic runs)")

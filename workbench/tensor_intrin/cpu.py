@@ -385,19 +385,28 @@ def _register_if_possible(name: str) -> None:
         pass
 
 
-def best_fma_intrin(flags: frozenset[str] | None = None) -> str | None:
-    """Name of the widest float32 FMA intrinsic this machine (or the flag set ``flags``)
-    runs: the AVX-512 8x32 kernel, else the AVX2 4x16 one, else None.
+def best_fma_intrin(flags: frozenset[str] | None = None, *, m: int | None = None,
+                    n: int | None = None) -> str | None:
+    """Name of the float32 FMA intrinsic with the most accumulators this machine (or the
+    flag set ``flags``) runs, among those whose tile divides an ``m x n`` output when
+    given: AVX-512 8x32 then 6x32, AVX2 6x16 then 4x16; None when none fits.
 
     >>> best_fma_intrin(frozenset({"avx2", "fma"}))
+    'x86_fma_f32_6x16_avx2'
+    >>> best_fma_intrin(frozenset({"avx2", "fma"}), m=1024, n=1024)
     'x86_fma_f32_4x16_avx2'
     >>> best_fma_intrin(frozenset({"avx2", "fma", "avx512f"}))
     'x86_fma_f32_8x32_avx512'
     >>> best_fma_intrin(frozenset()) is None
     True
     """
-    for name in ("x86_fma_f32_8x32_avx512", "x86_fma_f32_4x16_avx2"):
-        if MICRO_KERNELS[name].supported(flags):
+    for name in ("x86_fma_f32_8x32_avx512", "x86_fma_f32_6x32_avx512",
+                 "x86_fma_f32_6x16_avx2", "x86_fma_f32_4x16_avx2"):
+        kernel = MICRO_KERNELS[name]
+        rows, cols, _ = kernel.tile
+        if (m is not None and m % rows) or (n is not None and n % cols):
+            continue
+        if kernel.supported(flags):
             return name
     return None
 
