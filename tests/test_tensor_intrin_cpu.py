@@ -285,6 +285,37 @@ def test_tensorized_matmul_matches_numpy():
 
 @has_tensorize
 @needs_fma
+def test_tensorize_matches_a_tile_read_through_a_packed_layout():
+    """B copied into ``cols``-wide panels: the tile reads ``B_global[(vj_o * cols + vj) //
+    cols, vk, (vj_o * cols + vj) % cols]``, which is the description's ``B[vk, vj]`` once
+    ``vj < cols`` is used; the packed kernel computes the matmul."""
+    cpu.register_all()
+    rows, cols, depth = cpu.MICRO_KERNELS[BEST_FMA].tile
+    m, n, k = 2 * rows, 3 * cols, 2 * depth
+    func = wb.workloads.matmul(m, n, k)
+    sch = wb.Schedule(func)
+    block = sch.get_block("C")
+    sch.cache_read(block, 1, "global")
+    sch.transform_layout(block, ("read", 1), lambda kk, jj: (jj // cols, kk, jj % cols))
+    i, j, kk = sch.get_loops(block)
+    i0, i1 = sch.split(i, factors=[None, rows])
+    j0, j1 = sch.split(j, factors=[None, cols])
+    k0, k1 = sch.split(kk, factors=[None, depth])
+    sch.reorder(j0, i0, k0, i1, j1, k1)
+    sch.decompose_reduction(block, k0)
+    sch.tensorize(i1, BEST_FMA)
+    assert f"B_global[vj_o, vk_o * {depth}:vk_o * {depth} + {depth}, 0:{cols}]" in \
+        sch.mod.script()
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype("float32")
+    b = rng.standard_normal((k, n)).astype("float32")
+    c = np.full((m, n), np.nan, "float32")
+    wb.build(sch.mod)(a, b, c)
+    assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@has_tensorize
+@needs_fma
 def test_tensorize_refuses_a_tile_of_the_wrong_k_block():
     cpu.register_all()
     depth = cpu.MICRO_KERNELS[BEST_FMA].tile[2]
