@@ -295,3 +295,281 @@ def test_compute_at_keeps_the_predicate_of_the_moved_block():
         return
     # found: loads A out of bounds (16, 16) (at i=0, ax0=3, ax1=0, ax2=1)
     assert access_problems(sch) == []
+
+
+# =========================================================================== layout
+# Bugs found by tests/test_property_layout.py (the layout, reindex, padding, partition
+# and tensorize primitives mixed with the classic ones). Each: the call either refuses
+# with a ScheduleError and leaves the schedule as it was, or gives a schedule that
+# accesses memory in bounds, computes what the unscheduled function computes and
+# replays from its trace.
+
+
+def _correct_or_refused(sch: wb.Schedule, func, call) -> None:
+    text, length = sch.mod.script(), len(sch.trace)
+    try:
+        call()
+    except wb.ScheduleError:
+        assert_ir_unchanged(sch, text)
+        assert len(sch.trace) == length
+        return
+    assert access_problems(sch) == []  # (before building: the kernel may crash)
+    assert_verifies(sch, func)
+    roundtrip_trace(sch, func)
+
+
+def _partitioned(func, block: str, axis: int, factors: list) -> wb.Schedule:
+    sch = wb.Schedule(func)
+    sch.loop_partition(sch.get_loops(block)[axis], factors)
+    return sch
+
+
+# --------------------------------------------------------------------------- L1
+# IndexError (not a ScheduleError) from transform_layout of a buffer a block gave an
+# explicit region (annotate_buffer_access): the 2-d region was kept on the 3-d buffer.
+
+
+def test_transform_layout_maps_an_explicit_region():
+    from workbench.testing import chain_func
+
+    func = chain_func(8)
+    sch = wb.Schedule(func)
+    sch.annotate_buffer_access("C", 0, "read", lambda vi, vj: ((0, 8), (0, 8)))
+    sch.transform_layout("C", ("read", 0), "lambda i, j: (i // 2, j, i % 2)")
+    region = sch.get(sch.get_block("C")).reads[0].region
+    assert [(str(mn), str(ext)) for mn, ext in region] == [("0", "4"), ("0", "8"),
+                                                           ("0", "2")]
+    assert_verifies(sch, func)
+    roundtrip_trace(sch, func)
+
+
+# --------------------------------------------------------------------------- L2
+# Wrong result: blockize of blocks given out of program order runs their nests in the
+# order given (as TVM builds it): the copy-back of a cache_write ran before the block
+# computing it.
+
+
+def test_blockize_of_blocks_out_of_program_order():
+    from workbench.testing import padded_func
+
+    func = padded_func()
+    sch = wb.Schedule(func)
+    sch.cache_write("B", 0, "local")
+    blocks = [sch.get_block(n) for n in ("B_local", "pad", "B")]
+    _correct_or_refused(sch, func, lambda: sch.blockize(blocks))
+
+
+# --------------------------------------------------------------------------- L3
+# Wrong result: pad_einsum of a block sharing its loop nest with the producer of what
+# it reads redirected the producer's stores to the padded copy, filled before the nest.
+
+
+def test_pad_einsum_of_a_block_sharing_its_nest_with_a_producer():
+    func = shared_outer_loop_func(6)
+    sch = wb.Schedule(func)
+    _correct_or_refused(sch, func, lambda: sch.pad_einsum("C", [1, 4]))
+
+
+# --------------------------------------------------------------------------- L4
+# Loops not starting at 0 (loop_partition pieces). Wrong results or out-of-bounds
+# accesses (pad_einsum's kernel crashed): reindex of a write and pad_einsum copied
+# whole domains back; cache_write and transform_layout took a piece's range as [0,
+# extent); decompose_padding filled the wrong range; decompose_reduction hoisted an init
+# the piece never runs; blockize(preserve_unit_iters=False) bound a unit piece to 0;
+# write_at gave its copy an iter var over [0, extent).
+
+
+def test_reindex_write_of_a_partition_piece():
+    func = wb.workloads.matmul(16, 16, 16)
+    sch = _partitioned(func, "C", 0, [None, 6])
+    _correct_or_refused(sch, func, lambda: sch.reindex("C_i1", ("write", 0)))
+
+
+def test_pad_einsum_of_a_partition_piece():
+    func = wb.workloads.matmul(16, 16, 16)
+    sch = _partitioned(func, "C", 0, [None, 6])
+    _correct_or_refused(sch, func, lambda: sch.pad_einsum("C_i1", [32, 1, 1]))
+
+
+def test_cache_write_of_a_partition_piece():
+    func = wb.workloads.matmul(16, 16, 16)
+    sch = _partitioned(func, "C", 0, [None, 6])
+    _correct_or_refused(sch, func, lambda: sch.cache_write("C_i1", 0, "global"))
+
+
+def test_transform_layout_under_a_partition_piece():
+    func = wb.from_script('''
+@T.prim_func
+def g(A: T.Buffer((32,), "float32"), C: T.Buffer((32,), "float32")):
+    B = T.alloc_buffer((32,))
+    for i in range(32):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            B[vi] = A[vi] * T.float32(2)
+    for i in range(32):
+        with T.block("C"):
+            T.reads(B[i])
+            T.writes(C[i])
+            C[i] = B[i] + T.float32(1)
+''')
+    sch = _partitioned(func, "C", 0, [None, 12])  # C_i1 over range(20, 32)
+    _correct_or_refused(
+        sch, func, lambda: sch.transform_layout("B", ("write", 0), "lambda i: (i // 16, i % 16)"))
+
+
+def test_decompose_padding_of_a_partition_piece():
+    from workbench.testing import padded_func
+
+    func = padded_func(8, 2)
+    sch = _partitioned(func, "pad", 0, [None, 3])
+    blk = sch.get_block("pad_i1")
+    loop = sch.get_loops(blk)[0]
+    _correct_or_refused(sch, func, lambda: sch.decompose_padding(blk, loop))
+
+
+def test_decompose_reduction_of_a_partition_piece_of_the_reduction():
+    func = wb.workloads.matmul(16, 16, 16)
+    sch = _partitioned(func, "C", 2, [5, 2])  # k: [0, 5), [5, 7), [7, 16)
+    blk = sch.get_block("C_k1")
+    loop = sch.get_loops(blk)[-1]
+    _correct_or_refused(sch, func, lambda: sch.decompose_reduction(blk, loop))
+
+
+def test_blockize_below_a_unit_partition_piece():
+    func = wb.workloads.matmul(8, 8, 8)
+    sch = wb.Schedule(func)
+    sch.transform_block_layout("C", lambda i, j, k: (i, k, j))  # loops i, k, j
+    sch.loop_partition(sch.get_loops("C")[1], [2, 1])  # C_ax11: range(2, 3), then j
+    j = sch.get_loops("C_ax11")[-1]
+    _correct_or_refused(sch, func, lambda: sch.blockize(j, preserve_unit_iters=False))
+
+
+def test_write_at_a_partition_piece():
+    func = wb.workloads.matmul(8, 8, 8)
+    sch = _partitioned(func, "C", 1, [2, 4])  # j2 over range(6, 8)
+    blk = sch.get_block("C_j2")
+    sch.reindex_cache_write(blk, 0, "shared", lambda i, j, k: (j, i))
+    loop = sch.get_loops(blk)[1]
+    _correct_or_refused(sch, func, lambda: sch.write_at(loop, blk, 0, "local"))
+
+
+# --------------------------------------------------------------------------- L5
+# Wrong result: compute_at of loop_partition's opaque "<B>_<i>_common" block, whose
+# inner blocks bind to the loop around it: moved under the consumer's loop, they used
+# the removed loop's variable (the C build refused it).
+
+
+def test_compute_at_of_a_partition_common_block():
+    func = wb.workloads.elementwise_chain(32, 8)
+    sch = _partitioned(func, "batch_norm", 1, [5, None])
+    common = sch.get_block("batch_norm_c_common")
+    loop = sch.get_loops(sch.get_consumers(common)[0])[0]
+    _correct_or_refused(sch, func, lambda: sch.compute_at(common, loop))
+
+
+# --------------------------------------------------------------------------- L6
+# Wrong results from reindex: of an init block whose loop nest also holds the update
+# (the copy back went after the whole nest and undid the updates), and of an update
+# block without init (the new buffer started uninitialised).
+
+
+def test_reindex_of_an_init_block_sharing_its_nest():
+    from workbench.testing import pool_chain_func
+
+    func = pool_chain_func()
+    sch = wb.Schedule(func)
+    b = sch.get_block("B")
+    sch.decompose_reduction(b, sch.get_loops(b)[2])  # B_init beside the k loop
+    _correct_or_refused(sch, func, lambda: sch.reindex("B_init", ("write", 0)))
+
+
+def test_reindex_write_of_an_update_block():
+    func = wb.workloads.matmul(8, 8, 8)
+    sch = wb.Schedule(func)
+    sch.decompose_reduction("C", sch.get_loops("C")[0])
+    _correct_or_refused(sch, func, lambda: sch.reindex("C_update", ("write", 0)))
+
+
+# --------------------------------------------------------------------------- L7
+# Out-of-bounds accesses: reindex_cache_write's copy block repeated the block's loops
+# but not its predicate (a split that does not divide).
+
+
+def test_reindex_cache_write_keeps_the_predicate():
+    from workbench.testing import padded_func
+
+    func = padded_func()
+    sch = wb.Schedule(func)
+    sch.split(sch.get_loops("pad")[0], [None, 9, 3])
+    _correct_or_refused(
+        sch, func, lambda: sch.reindex_cache_write("pad", 0, "local", lambda i: (i,)))
+
+
+# --------------------------------------------------------------------------- L8
+# rolling_buffer: decompose_reduction afterwards dropped the opaque rolling iter var
+# from the init (a dangling variable); a rolling buffer on read_at's copy block (a
+# block writing three rows per instance) skipped new rows with the overlap.
+
+
+def _rolling_pool() -> tuple[wb.Schedule, wb.PrimFunc]:
+    from workbench.testing import pool_chain_func
+
+    func = pool_chain_func()
+    sch = wb.Schedule(func)
+    c = sch.get_block("C")
+    sch.compute_at(sch.get_block("B"), sch.get_loops(c)[1], preserve_unit_loops=False)
+    return sch, func
+
+
+def test_decompose_reduction_after_rolling_buffer():
+    sch, func = _rolling_pool()
+    sch.rolling_buffer("B", 0)
+    b = sch.get_block("B")
+    loop = sch.get_loops(b)[0]
+    _correct_or_refused(sch, func, lambda: sch.decompose_reduction(b, loop))
+
+
+def test_rolling_buffer_of_a_copy_block_writing_rows():
+    from workbench.testing import pool_chain_func
+
+    func = pool_chain_func()
+    sch = wb.Schedule(func)
+    c = sch.get_block("C")
+    copy = sch.read_at(sch.get_loops(c)[1], c, 0, "global")
+    _correct_or_refused(sch, func, lambda: sch.rolling_buffer(copy, 0))
+
+
+# --------------------------------------------------------------------------- L9
+# tile_with_tensor_intrin records several instructions; a refusal after the first
+# split left those splits applied.
+
+_MM4_DESC = '''
+@T.prim_func
+def mm4(A: T.Buffer((4, 4), "float32"), B: T.Buffer((4, 4), "float32"),
+        C: T.Buffer((4, 4), "float32")):
+    for i, j, k in T.grid(4, 4, 4):
+        with T.block("update"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+'''
+
+
+def test_tile_with_tensor_intrin_refuses_all_or_nothing():
+    wb.TensorIntrin.register("regression_mm4_plain", _MM4_DESC, _MM4_DESC, override=True)
+    sch = wb.Schedule(wb.workloads.matmul(8, 8, 8))
+    c = sch.get_block("C")
+    sch.decompose_reduction(c, sch.get_loops(c)[0])
+    sch.bind(sch.get_loops(c)[0], "blockIdx.y")  # the second split refuses a bound loop
+    _refuses_cleanly(sch, lambda: sch.tile_with_tensor_intrin(c, "regression_mm4_plain"))
+
+
+# --------------------------------------------------------------------------- L10
+# Out-of-bounds reads: pad_einsum of a block iterating over part of a buffer (the first
+# loop_partition piece, vj over 18 of 24 columns) sized the padded copy by the
+# iteration (20) but copied back the whole buffer (24).
+
+
+def test_pad_einsum_of_a_block_covering_part_of_a_buffer():
+    func = wb.workloads.transpose(16, 24)
+    sch = _partitioned(func, "B", 0, [None, 3, 3])  # B_j0 over [0, 18)
+    _correct_or_refused(sch, func, lambda: sch.pad_einsum("B_j0", [4, 1]))

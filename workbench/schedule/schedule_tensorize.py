@@ -125,6 +125,22 @@ class TensorizeMethods:
         >>> [sch.get(lp).extent for lp in sch.get_loops("C_update")], sch.get(loop).extent
         ([8, 2, 4], 4)
         """
+        from .errors import ScheduleError
+
+        # several instructions: all or nothing (a refusal, or None after the padding,
+        # leaves the schedule as it was)
+        saved = self.copy()  # type: ignore[attr-defined]
+        try:
+            loop = self._tile_with_tensor_intrin(block, intrin_name, allow_padding)
+        except ScheduleError:
+            self._adopt(saved)  # type: ignore[attr-defined]
+            raise
+        if loop is None:
+            self._adopt(saved)  # type: ignore[attr-defined]
+        return loop
+
+    def _tile_with_tensor_intrin(self, block: BlockRV, intrin_name: str,
+                                 allow_padding: bool) -> LoopRV | None:
         p = "tile_with_tensor_intrin"
         func_name, name = self._block(p, block)  # type: ignore[attr-defined]
         intrin = TZ.lookup_intrin(p, intrin_name, self._mod[func_name])

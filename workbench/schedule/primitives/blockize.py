@@ -229,7 +229,7 @@ def blockize(
     inner_ext = {lp.loop_var: lp.extent for lp in inner_loops}
     values = list(block.iter_values)
     if not preserve_unit_iters:
-        units = {lp.loop_var: const(0, lp.loop_var.dtype)
+        units = {lp.loop_var: const(lp.min, lp.loop_var.dtype)  # (may not start at 0)
                  for lp in loops_above(bpath) if lp.extent == 1}
         values = [simplify(substitute(v, units)) for v in values]
 
@@ -339,6 +339,12 @@ class BlocksNotConsecutiveError(ScheduleError):
     other under the blocks' lowest common ancestor."""
 
 
+class BlocksOutOfOrderError(ScheduleError):
+    """``blockize`` of blocks: the blocks are not given in program order. The outer
+    block runs the nests in the order given (as TVM builds it), so another order would
+    move a consumer before its producer; the workbench refuses it."""
+
+
 class OuterBindingMismatchError(ScheduleError):
     """``blockize`` of blocks: the blocks' bindings (or predicates) over the loops
     above their common ancestor differ, so they cannot share the outer block's iter
@@ -360,8 +366,8 @@ def blockize_blocks(
     Each block must be the only block of a perfect loop nest hanging from that
     ancestor, the nests must be consecutive statements there, and the blocks'
     bindings over the loops above the ancestor must agree iter var by iter var (they
-    become the outer block's iter vars, ``<first block's iter var>_o``). The nests go
-    into the outer block in the order the blocks are given.
+    become the outer block's iter vars, ``<first block's iter var>_o``). The blocks must
+    be given in program order (the nests go into the outer block in the order given).
 
     >>> import workbench as wb
     >>> from workbench.testing import shared_outer_loop_func
@@ -427,7 +433,7 @@ def blockize_blocks(
         inner_ext = {lp.loop_var: lp.extent for lp in loops}
         values = list(block.iter_values)
         if not preserve_unit_iters:
-            units = {lp.loop_var: const(0, lp.loop_var.dtype)
+            units = {lp.loop_var: const(lp.min, lp.loop_var.dtype)  # (may not start at 0)
                      for lp in loops_above(path) if lp.extent == 1}
             values = [simplify(substitute(v, units)) for v in values]
         first = n == names[0]
@@ -502,6 +508,17 @@ def blockize_blocks(
             ext = lp.extent if isinstance(lp.extent, int) else substitute(lp.extent, loop_sub)
             stmt = replace(lp, extent=ext, body=stmt)
         nests.append(stmt)
+    given = [index[id(path[lca + 1])] for path in paths]
+    if given != positions:
+        in_order = [n for _, n in sorted(zip(given, names, strict=True))]
+        raise BlocksOutOfOrderError(
+            p,
+            f"blocks {', '.join(repr(n) for n in names)} are not given in program order "
+            f"({', '.join(repr(n) for n in in_order)}); the outer block runs their nests in "
+            "the order given, which would change what they compute",
+            func,
+            blocks=list(names),
+        )
     name = fresh_name("outer_" + "".join(f"{n}_" for n in names), block_names_in(func))
     outer_block = Block(
         name, tuple(outer_ivs), tuple(outer_vals), SeqStmt(tuple(nests)), None,
@@ -537,6 +554,7 @@ def add_unit_loop(func: PrimFunc, target: Var | str) -> tuple[PrimFunc, Var]:
 __all__ = [
     "BlocksInDifferentScopesError",
     "BlocksNotConsecutiveError",
+    "BlocksOutOfOrderError",
     "NotSingleBlockError",
     "OuterBindingMismatchError",
     "OuterReductionError",

@@ -380,9 +380,9 @@ def _cache_region(
     under the writer's predicate and ``extra`` (in the writer's iter vars), clipped to the
     buffer (TVM's RelaxBufferRegion); loops above ``container`` stay symbolic."""
     idx = next((i for i, s in enumerate(writer_path) if s is container), 0)
-    dom = {  # a loop of symbolic extent n runs over [0, n - 1]
-        s.loop_var: (const(0, s.loop_var.dtype),
-                     simplify(extent_expr(s.extent, s.loop_var.dtype) - 1))
+    dom = {  # a loop of symbolic extent n runs over [min, min + n - 1]
+        s.loop_var: (const(s.min, s.loop_var.dtype),
+                     simplify(extent_expr(s.extent, s.loop_var.dtype) + (s.min - 1)))
         for s in writer_path[idx:-1]
         if isinstance(s, For)
     }

@@ -55,7 +55,7 @@ from dataclasses import replace
 from ...ir import Block, Buffer, For, IntImm, PrimExpr, PrimFunc, SeqStmt, Stmt, Var
 from ...ir.buffer import shares_storage
 from ...ir.expr import LE, LT, FloorDiv, FloorMod, Mul, const
-from ...ir.functor import expr_vars, iter_stmts, substitute
+from ...ir.functor import expr_vars, iter_stmts, stmt_exprs, substitute
 from ...ir.intset import EMPTY, eval_interval, interval_union, prove_le, smax, smin
 from ...ir.iter_map import detect_iter_map, inverse_iter_map
 from ...ir.simplify import and_, floordiv, int_range, simplify
@@ -78,6 +78,11 @@ from .compute_inline import OutputBlockError
 
 # ---------------------------------------------------------------------------
 # errors
+
+
+class BlockUsesOuterLoopError(ScheduleError):
+    """The block's body uses a loop above it directly, not through its iter vars
+    (loop_partition's opaque blocks): it cannot move under other loops."""
 
 
 class NotInSameScopeError(ScheduleError):
@@ -355,6 +360,31 @@ def _update_affine(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds) -> bool
 # shared machinery
 
 
+def _check_no_outer_loop_use(primitive: str, func: PrimFunc, bpath: list[Stmt], scope: Block,
+                             block: Block, where: dict) -> None:
+    """Refuse a block whose body uses a loop above it other than through its bindings
+    (the opaque ``<B>_<i>_common`` block loop_partition makes, whose inner blocks bind
+    to the loops around it): moved under other loops, those uses would dangle."""
+    above = {s.loop_var for s in bpath[bpath.index(scope) + 1:-1] if isinstance(s, For)}
+    if not above:
+        return
+    for part in (block.body, block.init):
+        for s in iter_stmts(part) if part is not None else ():
+            for e in stmt_exprs(s):
+                used = expr_vars(e) & above
+                if used:
+                    v = sorted(used, key=lambda x: x.name)[0]
+                    raise BlockUsesOuterLoopError(
+                        primitive,
+                        f'block "{block.name}" uses loop "{v.name}" above it in its body, not '
+                        "through its iter vars; moved elsewhere, that use would be left "
+                        "without its loop",
+                        func,
+                        loops=[v],
+                        blocks=[block.name],
+                    )
+
+
 def _prepare(primitive: str, func: PrimFunc, block_name: str, loop_var: Var):
     bpath = find_block_path(func, primitive, block_name)
     lpath = find_loop_path(func, primitive, loop_var)
@@ -371,6 +401,7 @@ def _prepare(primitive: str, func: PrimFunc, block_name: str, loop_var: Var):
         )
     check_starts_at_zero(func, primitive, lpath)  # the target and the loops around it
     scope = scope_of(bpath)
+    _check_no_outer_loop_use(primitive, func, bpath, scope, block, where)
     if scope_of(lpath + [block]) is not scope:
         raise NotInSameScopeError(
             primitive,

@@ -13,7 +13,9 @@ it. Each buffer the block accesses along a padded iter var gets a padded copy
 * a written buffer is computed into its padded copy and copied back by a block
   ``<name>_pad`` after the nest (only the original extent).
 
-So the padded block never reads or writes out of bounds. Padding a reduce iter var
+So the padded block never reads or writes out of bounds. Another block in the same
+loop nest that accesses a padded buffer is refused (TVM redirects it to the copy too,
+which breaks a producer computed there). Padding a reduce iter var
 adds terms computed from the zero padding; as that must not change the result, the
 workbench (unlike TVM, which does not check) accepts it only for a sum whose added term
 is zero when the loads along that iter var are zero (a product or sum of them).
@@ -51,6 +53,7 @@ from ...ir.functor import Mutator, iter_exprs
 from ...ir.simplify import simplify, struct_key
 from ..errors import ScheduleError
 from ._common import (
+    check_starts_at_zero,
     find_block_path,
     fresh_name,
     is_root,
@@ -67,6 +70,11 @@ class InvalidPaddingError(ScheduleError, ValueError):
 class NonEinsumError(ScheduleError):
     """``pad_einsum``: the block is not an einsum (an access not at plain iter vars, a
     buffer accessed twice, or read and written)."""
+
+
+class PaddedBufferSharedError(ScheduleError):
+    """``pad_einsum``: another block in the block's loop nest accesses a buffer the
+    padding copies (TVM rewrites it too, which breaks a producer there)."""
 
 
 class PaddedReductionError(ScheduleError):
@@ -193,6 +201,26 @@ def _check_reduction(func: PrimFunc, block: Block, padded_reduce: list[Var],
         raise refuse(f"its term {term} is not zero where the padded inputs are zero")
 
 
+def _check_shared_nest(func: PrimFunc, block: Block, top: Stmt,
+                       mapping: dict[Buffer, Buffer]) -> None:
+    """Refuse when another block in the statement that gets rewritten (the loop nest
+    holding ``block``) accesses a buffer that gets a padded copy: its accesses would be
+    redirected to the copy, which is filled before the nest (so a producer there would
+    write the copy after it was taken) or stored back after it."""
+    from ...ir.analysis import iter_blocks
+
+    for other in iter_blocks(top):
+        if other is block:
+            continue
+        for r in (*(other.reads or ()), *(other.writes or ())):
+            if r.buffer in mapping:
+                raise PaddedBufferSharedError(
+                    "pad_einsum", f'block "{other.name}" shares the loop nest of block '
+                    f'"{block.name}" and accesses buffer "{r.buffer.name}", which the '
+                    f'padding replaces by "{mapping[r.buffer].name}" in that nest only',
+                    func, blocks=[block.name, other.name])
+
+
 def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
     """Pad the iteration space of einsum block ``block_name`` to multiples of
     ``padding`` (one positive integer per iter var), with padded copies of the buffers
@@ -213,6 +241,9 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
         raise InvalidPaddingError(
             p, f'the padding {padding!r} for block "{block_name}" is invalid: it should be a '
             f"list of {n} positive integers (one per iter var)", func, blocks=[block_name])
+    # the copies run over whole buffers and padded loops from 0: a loop_partition piece
+    # (a loop not starting at 0) would be padded past its end and copied back entirely
+    check_starts_at_zero(func, p, path)
     # the einsum pattern
     seen: set[Buffer] = set()
     for regions in (block.reads or (), block.writes or ()):
@@ -240,6 +271,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
             loop_ext[value] = new
     if not iter_ext:
         return func
+    orig_ext = {iv.var: iv.extent for iv in block.iter_vars}
 
     def needs(region) -> bool:
         return any(isinstance(mn, Var) and mn in iter_ext for mn, _ in region)
@@ -260,6 +292,14 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
                 if isinstance(mn, IntImm):
                     shape.append(1)
                 elif mn in iter_ext:
+                    if not _same(orig_ext[mn], buf.shape[d]):
+                        # the copies run over the whole buffer, the padded one over the
+                        # iteration: they must agree (a loop_partition piece does not)
+                        raise NonEinsumError(
+                            p, f'block "{block_name}" iterates {mn.name} over '
+                            f"{orig_ext[mn]} values but indexes the {buf.shape[d]} of "
+                            f"{buf.name}'s dimension {d} with it; pad_einsum pads a block "
+                            "that covers the buffers it pads", func, blocks=[block_name])
                     shape.append(iter_ext[mn])
                 else:
                     shape.append(buf.shape[d])
@@ -285,6 +325,7 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
     if isinstance(body, SeqStmt):
         top = path[k + 2]
     pos = next(i for i, s in enumerate(stmts) if s is top)
+    _check_shared_nest(func, block, stmts[pos], mapping)
     new_top = _Replacer(mapping, iter_ext, loop_ext).visit_stmt(stmts[pos])
     stmts[pos:pos + 1] = before + [new_top] + after
     new_body = SeqStmt(tuple(stmts))
@@ -296,4 +337,5 @@ def pad_einsum(func: PrimFunc, block_name: str, padding) -> PrimFunc:
     return replace_path(func, path[: k + 1], new_scope)
 
 
-__all__ = ["InvalidPaddingError", "NonEinsumError", "PaddedReductionError", "pad_einsum"]
+__all__ = ["InvalidPaddingError", "NonEinsumError", "PaddedBufferSharedError",
+           "PaddedReductionError", "pad_einsum"]

@@ -60,6 +60,7 @@ from ...ir.functor import iter_exprs, substitute
 from ...ir.simplify import _build, _linear, simplify
 from ..errors import NotSingleChildError, ScheduleError
 from ._common import (
+    check_starts_at_zero,
     fresh_name,
     replace_child,
     replace_path,
@@ -242,6 +243,9 @@ def _check(func: PrimFunc, block_name: str, loop_var: Var):
     extents = {lp.loop_var: lp.extent for lp in loops}
     if not all(isinstance(e, int) for e in extents.values()):
         raise fail("a loop above it has a symbolic extent")
+    # the in-bound region is read off the loops as [0, extent): a loop_partition piece
+    # (a loop not starting at 0) would be filled and copied over the wrong range
+    check_starts_at_zero(func, p, loops)
     bounds = {v: (0, e - 1) for v, e in extents.items()}
     binding = {iv.var: v for iv, v in zip(block.iter_vars, block.iter_values, strict=True)}
     pad_pred = substitute(ite.condition, binding)

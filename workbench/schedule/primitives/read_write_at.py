@@ -259,7 +259,8 @@ def _copy_block(name, src, dst, is_read, domain, outer: list[For], below_scope) 
                     lp = loops[x]
                     v = Var(f"v{len(ivars)}", x.dtype)
                     mapping[x] = v
-                    ivars.append(IterVar(v, lp.extent, "S"))
+                    # over [0, end): the loop may start past 0 (a loop_partition piece)
+                    ivars.append(IterVar(v, lp.end, "S"))
                     values.append(x)
     region = tuple((simplify(substitute(mn, mapping)), simplify(substitute(ext, mapping)))
                    for mn, ext in domain)

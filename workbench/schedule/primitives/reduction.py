@@ -193,6 +193,8 @@ def check_reduction_block(primitive: str, func: PrimFunc, path: list[Stmt]) -> B
     # too (its init then runs before each instance); decompose_reduction accepts it
     reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "R"}
     for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
+        if iv.kind not in ("S", "R"):  # (rolling_buffer makes its rolling axis opaque)
+            raise refuse(f"its iter var {iv.var.name} is neither spatial nor a reduction")
         if not _quasi_affine(value):
             raise refuse(f"the binding of {iv.var.name} ({value}) is not quasi-affine")
     for w in block.writes or ():
@@ -272,6 +274,12 @@ def decompose_reduction(
                 loops=[loop_var, hit.loop_var],
                 blocks=[block_name],
             )
+    # the init runs where every reduce iter var is 0: a reduction loop that does not
+    # start at 0 (a loop_partition piece) never gets there, an init block would reset it
+    check_starts_at_zero(func, p, [
+        lp for lp in loops[idx:]
+        if any(iv.kind == "R" and uses_var(v, lp.loop_var)
+               for iv, v in zip(block.iter_vars, block.iter_values, strict=True))])
     for lp in loops[idx:]:
         if not any(uses_var(v, lp.loop_var) for v in block.iter_values):
             raise LoopHeightError(

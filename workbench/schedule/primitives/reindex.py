@@ -55,13 +55,27 @@ from ...ir.expr import BufferField, const
 from ...ir.functor import Mutator, iter_exprs, iter_stmts, stmt_exprs, substitute
 from ...ir.simplify import simplify, struct_key
 from ..errors import InvalidScheduleArgumentError, ScheduleError
-from ._common import find_block_path, fresh_name, is_root, replace_path, scope_of
+from ._common import (
+    check_starts_at_zero,
+    find_block_path,
+    fresh_name,
+    is_root,
+    replace_path,
+    scope_of,
+)
 from ._pipeline import stage_pipeline_problem
-from .cache import BufferNotAccessedError, _fresh_buffer_name, _insert, resolve_buffer_index
+from .cache import (
+    BufferNotAccessedError,
+    InPlaceUpdateError,
+    _fresh_buffer_name,
+    _insert,
+    resolve_buffer_index,
+)
 from .reduction import NotStagePipelineError
 
 __all__ = [
     "AmbiguousBufferNameError",
+    "BufferSharedInNestError",
     "BufferAccessNotFoundError",
     "NonUniqueBufferAccessError",
     "NotLeafBlockError",
@@ -72,6 +86,11 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- errors
+
+
+class BufferSharedInNestError(ScheduleError):
+    """Another block in the block's loop nest writes the buffer (or, reindexing a
+    write, reads it): the copy placed next to the nest would miss it."""
 
 
 class NotLeafBlockError(ScheduleError):
@@ -209,6 +228,32 @@ def _access_indices(func: PrimFunc, prim: str, block: Block, buf: Buffer) -> tup
     return found[0]
 
 
+def _check_nest_alone(func: PrimFunc, prim: str, path: list[Stmt], scope: Block,
+                      buf: Buffer, kind: str) -> None:
+    """Refuse when another block in the block's loop nest (beside it in the innermost
+    loop, which may hold other statements) writes the buffer, or for a write reads it:
+    the copy goes before or after the whole nest, so it would miss that block's stores
+    or undo them. (TVM makes the same copy and does not check.)"""
+    block: Block = path[-1]  # type: ignore[assignment]
+    top = next((s for s in path[path.index(scope) + 1:] if isinstance(s, For)), None)
+    if top is None:
+        return
+    for other in iter_blocks(top):
+        if other is block:
+            continue
+        writes = any(w.buffer is buf for w in other.writes or ())
+        reads = any(r.buffer is buf for r in other.reads or ())
+        if writes or (kind == "write" and reads):
+            raise BufferSharedInNestError(
+                prim,
+                f'block "{other.name}" in the loop nest of block "{block.name}" '
+                f'{"writes" if writes else "reads"} buffer "{buf.name}"; the copy next to '
+                "the nest would not see it",
+                func,
+                blocks=[block.name, other.name],
+            )
+
+
 def _check_loop_chain(func: PrimFunc, prim: str, path: list[Stmt], scope: Block) -> None:
     """Check the loops from ``scope`` down to the block form a chain (TVM's check before
     it places the copy next to the outermost one)."""
@@ -302,6 +347,19 @@ def reindex(func: PrimFunc, block_name: str, buffer_index: int, kind: str) -> tu
     used = {x for i in indices for x in iter_exprs(i) if isinstance(x, Var)}
     kept = [iv for iv in block.iter_vars if iv.var in used]
     _check_loop_chain(func, prim, path, scope)
+    if kind == "write":
+        # the copy back runs over the iter vars' whole domains: a loop_partition piece
+        # (a loop not starting at 0) writes only part of it
+        check_starts_at_zero(func, prim, path[path.index(scope) + 1:])
+    _check_nest_alone(func, prim, path, scope, buf, kind)
+    if kind == "write" and block.init is None and any(r.buffer is buf for r in block.reads or ()):
+        raise InPlaceUpdateError(
+            prim,
+            f'block "{block_name}" updates "{buf.name}" in place from a value written outside '
+            "it (it has no init); the new buffer would start uninitialised",
+            func,
+            blocks=[block_name],
+        )
 
     new_buf = Buffer(_fresh_buffer_name(func, f"{buf.name}_reindex"),
                      tuple(iv.extent for iv in kept), buf.dtype, buf.scope,

@@ -74,6 +74,7 @@ from .reindex import _taken_blocks
 __all__ = [
     "NotSinglePointAccessError",
     "ReindexCacheMismatchError",
+    "ReindexCachePredicateError",
     "reindex_cache_read",
     "reindex_cache_write",
 ]
@@ -82,6 +83,11 @@ __all__ = [
 class NotSinglePointAccessError(ScheduleError):
     """The block accesses more than one element of the buffer (a region), so there is
     no single cache index per iteration."""
+
+
+class ReindexCachePredicateError(ScheduleError):
+    """The block's predicate mixes the loops the copy repeats with others, so the copy
+    cannot visit exactly the points the block accesses."""
 
 
 class ReindexCacheMismatchError(ScheduleError, ValueError):
@@ -108,6 +114,31 @@ class _Rewrite(Mutator):
         if self.stores and isinstance(s, BufferStore) and s.buffer is self.old:
             return BufferStore(self.new, self.visit_expr(s.value), self.indices)
         return super().visit_stmt(s)
+
+
+def _copy_predicate(func: PrimFunc, prim: str, block: Block, below: list[Stmt],
+                    loop_map: dict[Var, Var]) -> PrimExpr:
+    """The block's predicate (``T.where``, e.g. from a split that does not divide) over
+    the copy's loops: the copy visits the points the block does. Conjuncts of loops the
+    copy does not repeat are dropped (they do not decide which element is accessed); one
+    mixing both kinds is refused."""
+    from .blockize import and_all, conjuncts
+
+    skipped = {s.loop_var for s in below if isinstance(s, For)} - set(loop_map)
+    kept = []
+    for c in conjuncts(block.predicate):
+        used = _vars([c])
+        if not used & skipped:
+            kept.append(simplify(substitute(c, loop_map)))
+        elif used & set(loop_map):
+            raise ReindexCachePredicateError(
+                prim,
+                f'the predicate {c} of block "{block.name}" ties the loops of the copied '
+                "iter vars to others; the copy cannot repeat it",
+                func,
+                blocks=[block.name],
+            )
+    return and_all(kept)
 
 
 def _reindex_cache(
@@ -215,6 +246,7 @@ def _reindex_cache(
     one = const(1)
     stage: Stmt = Block(
         stage_name, ivars, values, BufferStore(dst, BufferLoad(src, src_idx), dst_idx),
+        predicate=_copy_predicate(func, prim, block, below[start:-1], loop_map),
         reads=(BufferRegion(src, tuple((i, one) for i in src_idx)),),
         writes=(BufferRegion(dst, tuple((i, one) for i in dst_idx)),),
     )

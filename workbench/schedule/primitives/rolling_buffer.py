@@ -38,7 +38,9 @@ Refused, as in TVM: a block that writes a buffer its scope does not allocate (an
 block), a block with other than read-after-write dependences in its scope (another
 writer of its buffers, or a later writer of what it reads), a block whose consumers do
 not share a loop with it (their lowest common ancestor is not a loop), and a buffer
-with no dimension of that rolling form.
+with no dimension of that rolling form. The workbench also refuses a block that writes
+more than one element along the rolling axis per instance (a copy block with loops
+inside): the guard skips whole instances.
 """
 
 from __future__ import annotations
@@ -285,6 +287,14 @@ def rolling_buffer(func: PrimFunc, block_name: str, write_buffer_index: int) -> 
             p, f'no dimension of buffer {buf.name} written by block "{block_name}" has '
             "overlapping windows over one of its loops (a rolling pattern such as "
             "`hh_outer * stride + hh_inner`)", func, blocks=[block_name])
+    own = region.region[axis][1]
+    if not (isinstance(own, IntImm) and own.value == 1 or own == 1):
+        # the guard skips whole instances of the block: one that writes several rows of
+        # the rolling axis (a copy block with loops inside) would skip new rows too
+        raise RollingBufferMatchError(
+            p, f'block "{block_name}" writes {own} elements of buffer {buf.name} along its '
+            f"rolling axis {axis} per instance; the overlap can be skipped only for one",
+            func, blocks=[block_name])
     window = windows[axis][1]
     shape = list(buf.shape)
     shape[axis] = window

@@ -43,6 +43,7 @@ from ...ir import (
     Block,
     Buffer,
     BufferLoad,
+    BufferRegion,
     BufferStore,
     Evaluate,
     For,
@@ -54,8 +55,9 @@ from ...ir import (
     Stmt,
     Var,
 )
+from ...ir.analysis import _relax
 from ...ir.expr import EQ, IfThenElseExpr, IntImm, Not, OpaqueCall, Or, PrimExpr, const
-from ...ir.functor import Mutator, iter_exprs, iter_stmts, substitute
+from ...ir.functor import EXPLICIT_REGION_KEYS, Mutator, iter_exprs, iter_stmts, substitute
 from ...ir.index_map import IndexMapError
 from ...ir.simplify import simplify
 from ..errors import InvalidScheduleArgumentError, ScheduleError
@@ -287,7 +289,7 @@ def _bounds(func: PrimFunc) -> dict:
     out: dict = {}
     for s in iter_stmts(func.body):
         if isinstance(s, For):
-            out[s.loop_var] = (0, s.extent - 1)
+            out[s.loop_var] = (s.min, s.min + s.extent - 1)
         elif isinstance(s, Block):
             for iv in s.iter_vars:
                 out[iv.var] = (0, iv.extent - 1)
@@ -581,7 +583,7 @@ class _Rewriter(Mutator):
     def _note_bounds(self, stmt: Stmt) -> None:
         for x in iter_stmts(stmt):
             if isinstance(x, For):
-                self.bounds[x.loop_var] = (0, x.extent - 1)
+                self.bounds[x.loop_var] = (x.min, x.min + x.extent - 1)
             elif isinstance(x, Block):
                 for iv in x.iter_vars:
                     self.bounds[iv.var] = (0, iv.extent - 1)
@@ -596,7 +598,62 @@ class _Rewriter(Mutator):
         out = super().visit_block(b)
         if out is not b and is_root(b):
             return replace(out, reads=(), writes=())
+        if out is not b:
+            out = self._explicit_regions(b, out)
         return out
+
+    def _explicit_regions(self, old_block: Block, out: Block) -> Block:
+        """Regions of the buffer that ``old_block`` marks explicit
+        (``annotate_buffer_access``) mapped into the new layout: each output index of the
+        map boxed over the old region (the whole dimension where that is not a constant
+        width), as TVM maps them (``IndexMap::MapRanges``)."""
+        ann = dict(old_block.annotations)
+        changes = {}
+        for key, field in EXPLICIT_REGION_KEYS:
+            marked = ann.get(key) or ()
+            olds = getattr(old_block, field) or ()
+            regions = list(getattr(out, field) or ())
+            for i in marked if isinstance(marked, (tuple, list)) else ():
+                if not (isinstance(i, int) and 0 <= i < len(olds)) or olds[i].buffer is not (
+                    self.old
+                ):
+                    continue
+                pos = next((k for k, r in enumerate(regions) if r.buffer is self.new), None)
+                if pos is not None:
+                    regions[pos] = BufferRegion(self.new, self._map_region(olds[i].region))
+                    changes[field] = tuple(regions)
+        return replace(out, **changes) if changes else out
+
+    def _map_region(self, region) -> tuple:
+        whole = tuple((IntImm(0, self.new.index_dtype), d if isinstance(d, PrimExpr) else
+                       IntImm(d, self.new.index_dtype)) for d in self.new.shape)
+        dims, box = [], {}
+        for mn, ext in region:
+            ext = ext.value if isinstance(ext, IntImm) else ext
+            if not isinstance(ext, int):
+                return whole
+            mn = self.visit_expr(mn)
+            if ext == 1:
+                dims.append(mn)
+                continue
+            r = Var(f"r{len(box)}", mn.dtype)
+            box[r] = (0, ext - 1)
+            dims.append(mn + r)
+        saved = self.bounds
+        self.bounds = {**saved, **box}
+        try:
+            mapped = self._indices(dims)
+        finally:
+            self.bounds = saved
+        out = []
+        for d, e in enumerate(mapped):
+            got = _relax(e, box, None) if box else (e, 1)
+            if got is None or not isinstance(got[1], int):
+                out.append(whole[d])
+            else:
+                out.append((got[0], IntImm(got[1], self.new.index_dtype)
+                            if got[1] != 1 else IntImm(1)))
+        return tuple(out)
 
 
 class TransformLayoutMatchBufferError(ScheduleError):
