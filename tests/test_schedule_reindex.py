@@ -577,3 +577,26 @@ def test_tvm_replays_the_trace_to_the_same_ir(name):
     sch = wb.Schedule(func)
     schedule(sch)
     _tvm_same(sch, func)
+
+
+@pytest.mark.parametrize("primitive", ["reindex", "reindex_cache_read", "read_at"])
+def test_copy_of_a_conditional_read_is_refused(primitive):
+    """``pad`` reads ``A[vi - 2]`` only where ``2 <= vi < 10``: an unconditional copy over
+    its iteration would read ``A[-2]`` (TVM makes that copy). cache_read, whose copy covers
+    only ``A``, still works."""
+    from workbench.schedule.primitives.reindex import ConditionalReadError
+    from workbench.testing import padded_func
+
+    func = padded_func(8, 2)
+    sch = wb.Schedule(func)
+    pad = sch.get_block("pad")
+    (i,) = sch.get_loops(pad)
+    calls = {
+        "reindex": lambda: sch.reindex(pad, ("read", 0)),
+        "reindex_cache_read": lambda: sch.reindex_cache_read(pad, 0, "global", "lambda vi: (vi,)"),
+        "read_at": lambda: sch.read_at(i, pad, 0, "global"),
+    }
+    err = assert_schedule_error(sch, calls[primitive], ConditionalReadError, "pad")
+    assert "only where a condition holds" in str(err)
+    sch.cache_read(pad, 0, "global")
+    assert_verifies(sch, func)

@@ -252,30 +252,70 @@ def substitute(node, mapping: Mapping[Var, PrimExpr]):
 # read-only traversal
 
 
+def expr_children(x: PrimExpr) -> tuple[PrimExpr, ...]:
+    """The operands of one expression node, left to right."""
+    if isinstance(x, BinaryOp):
+        return (x.a, x.b)
+    if isinstance(x, BufferLoad):
+        return tuple(x.indices)
+    if isinstance(x, (Select, IfThenElseExpr)):
+        return (x.condition, x.true_value, x.false_value)
+    if isinstance(x, Cast):
+        return (x.value,)
+    if isinstance(x, (Call, CallExtern, OpaqueCall)):
+        return tuple(x.args)
+    if isinstance(x, Not):
+        return (x.a,)
+    if isinstance(x, Let):
+        return (x.value, x.body)
+    return ()
+
+
 def iter_exprs(e: PrimExpr) -> Iterator[PrimExpr]:
     """Pre-order over an expression tree."""
     stack = [e]
     while stack:
         x = stack.pop()
         yield x
-        if isinstance(x, BinaryOp):
-            stack.extend((x.b, x.a))
-        elif isinstance(x, BufferLoad):
-            stack.extend(reversed(x.indices))
-        elif isinstance(x, Select):
-            stack.extend((x.false_value, x.true_value, x.condition))
-        elif isinstance(x, Cast):
-            stack.append(x.value)
-        elif isinstance(x, Call):
-            stack.extend(reversed(x.args))
-        elif isinstance(x, Not):
-            stack.append(x.a)
-        elif isinstance(x, IfThenElseExpr):
-            stack.extend((x.false_value, x.true_value, x.condition))
-        elif isinstance(x, Let):
-            stack.extend((x.body, x.value))
-        elif isinstance(x, (CallExtern, OpaqueCall)):
-            stack.extend(reversed(x.args))
+        stack.extend(reversed(expr_children(x)))
+
+
+def loads_under_condition(s: Stmt, buffer: Buffer) -> bool:
+    """Does ``s`` load ``buffer`` only where a condition holds somewhere: in a branch of
+    ``T.if_then_else`` or under an ``if`` statement? (Such a load may be out of bounds
+    where the condition is false; a copy of it made unconditionally would read there.)
+
+    >>> from workbench.testing import padded_func
+    >>> from workbench.ir.analysis import find_block
+    >>> f = padded_func(8, 2)
+    >>> loads_under_condition(find_block(f, "pad").body, f.params[0])
+    True
+    """
+    def in_expr(e: PrimExpr, guarded: bool) -> bool:
+        if isinstance(e, BufferLoad) and e.buffer is buffer and guarded:
+            return True
+        kids = expr_children(e)
+        if isinstance(e, IfThenElseExpr):
+            return in_expr(e.condition, guarded) or any(in_expr(k, True) for k in kids[1:])
+        return any(in_expr(k, guarded) for k in kids)
+
+    def in_stmt(x: Stmt, guarded: bool) -> bool:
+        if isinstance(x, IfThenElse):
+            branches = [x.then_case] + ([x.else_case] if x.else_case is not None else [])
+            return in_expr(x.condition, guarded) or any(in_stmt(b, True) for b in branches)
+        if any(in_expr(e, guarded) for e in stmt_exprs(x)):
+            return True
+        if isinstance(x, For):
+            return in_stmt(x.body, guarded)
+        if isinstance(x, SeqStmt):
+            return any(in_stmt(c, guarded) for c in x.stmts)
+        if isinstance(x, Block):
+            return in_stmt(x.body, guarded) or (x.init is not None and in_stmt(x.init, guarded))
+        if isinstance(x, LetStmt):
+            return in_stmt(x.body, guarded)
+        return False
+
+    return in_stmt(s, False)
 
 
 def expr_vars(e: PrimExpr) -> set[Var]:

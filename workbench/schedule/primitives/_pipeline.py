@@ -163,3 +163,20 @@ def _covers(have, need, dim, bounds) -> bool:
     lo_need = need[0] if not prove_le(need[0], zero, bounds) else zero
     hi_need = need[1] if not prove_le(last, need[1], bounds) else last
     return prove_le(lo_have, lo_need, bounds) and prove_le(hi_need, hi_have, bounds)
+
+
+def check_stage_pipeline(func: PrimFunc, scope: Block, primitive: str, where: str, *,
+                         blocks: list[str], loops: list[Var] | tuple = ()) -> None:
+    """Refuse (``NotStagePipelineError``) when ``scope`` is not a stage pipeline;
+    ``where`` names what the primitive was given (``'block "C"'``, ``'loop "i"'``)."""
+    problem = stage_pipeline_problem(func, scope, primitive)
+    if problem is not None:
+        from .reduction import NotStagePipelineError
+
+        raise NotStagePipelineError(
+            primitive,
+            f'the scope "{scope.name}" of {where} is not a stage pipeline: {problem}',
+            func,
+            blocks=blocks,
+            loops=list(loops),
+        )

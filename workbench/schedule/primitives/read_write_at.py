@@ -59,10 +59,9 @@ from ...ir.intset import EMPTY, eval_interval, interval_union
 from ...ir.simplify import simplify
 from ..errors import ScheduleError
 from ._common import find_block_path, find_loop_path, fresh_name, is_root, replace_path
-from ._pipeline import stage_pipeline_problem
+from ._pipeline import check_stage_pipeline
 from .cache import BufferSwap, _fresh_buffer_name, check_scope, resolve_buffer_index
-from .reduction import NotStagePipelineError
-from .reindex import _taken_blocks
+from .reindex import _taken_blocks, check_unconditional_read
 
 __all__ = [
     "BufferNotAccessedUnderLoopError",
@@ -139,15 +138,10 @@ def _read_write_at(
     scope_pos = max(i for i, s in enumerate(lpath) if isinstance(s, Block))
     scope_block: Block = lpath[scope_pos]  # type: ignore[assignment]
     where = f'loop "{loop_var.name}"'
-    problem = stage_pipeline_problem(func, scope_block, prim)
-    if problem is not None:
-        raise NotStagePipelineError(
-            prim,
-            f'the scope "{scope_block.name}" of {where} is not a stage pipeline: {problem}',
-            func,
-            loops=[loop_var],
-            blocks=[scope_block.name],
-        )
+    check_stage_pipeline(func, scope_block, prim, where, blocks=[scope_block.name],
+                         loops=[loop_var])
+    if is_read:
+        check_unconditional_read(func, prim, block, src)
     dst = Buffer(_fresh_buffer_name(func, f"{src.name}_{scope}"), src.shape, src.dtype, scope,
                  index_dtype=src.index_dtype)
     # thread loops at or above the loop whose threads share the copy are relaxed too

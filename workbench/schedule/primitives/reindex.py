@@ -52,7 +52,14 @@ from ...ir import (
 )
 from ...ir.analysis import iter_blocks
 from ...ir.expr import BufferField, const
-from ...ir.functor import Mutator, iter_exprs, iter_stmts, stmt_exprs, substitute
+from ...ir.functor import (
+    Mutator,
+    iter_exprs,
+    iter_stmts,
+    loads_under_condition,
+    stmt_exprs,
+    substitute,
+)
 from ...ir.simplify import simplify, struct_key
 from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import (
@@ -63,7 +70,7 @@ from ._common import (
     replace_path,
     scope_of,
 )
-from ._pipeline import stage_pipeline_problem
+from ._pipeline import check_stage_pipeline
 from .cache import (
     BufferNotAccessedError,
     InPlaceUpdateError,
@@ -71,17 +78,18 @@ from .cache import (
     _insert,
     resolve_buffer_index,
 )
-from .reduction import NotStagePipelineError
 
 __all__ = [
     "AmbiguousBufferNameError",
     "BufferSharedInNestError",
     "BufferAccessNotFoundError",
+    "ConditionalReadError",
     "NonUniqueBufferAccessError",
     "NotLeafBlockError",
     "NotLoopChainError",
     "OpaqueBufferAccessError",
     "buffer_arg",
+    "check_unconditional_read",
     "reindex",
 ]
 
@@ -91,6 +99,24 @@ __all__ = [
 class BufferSharedInNestError(ScheduleError):
     """Another block in the block's loop nest writes the buffer (or, reindexing a
     write, reads it): the copy placed next to the nest would miss it."""
+
+
+class ConditionalReadError(ScheduleError):
+    """The block reads the buffer only where a condition holds (``T.if_then_else``, an
+    ``if``): a copy made over the whole iteration would read out of bounds there."""
+
+
+def check_unconditional_read(func: PrimFunc, prim: str, block: Block, buf: Buffer) -> None:
+    """Refuse copying ``buf`` for ``block`` when the block reads it under a condition."""
+    if loads_under_condition(block.body, buf):
+        raise ConditionalReadError(
+            prim,
+            f'block "{block.name}" reads {buf.name} only where a condition holds; a copy '
+            "over its whole iteration would read out of bounds where it does not (use "
+            "cache_read, whose copy covers only the buffer)",
+            func,
+            blocks=[block.name],
+        )
 
 
 class NotLeafBlockError(ScheduleError):
@@ -332,16 +358,10 @@ def reindex(func: PrimFunc, block_name: str, buffer_index: int, kind: str) -> tu
     regions = block.reads if kind == "read" else block.writes
     buf = regions[index].buffer  # type: ignore[index]
     scope = scope_of(path)
-    problem = stage_pipeline_problem(func, scope, prim)
-    if problem is not None:
-        raise NotStagePipelineError(
-            prim,
-            f'the scope "{scope.name}" of block "{block_name}" is not a stage pipeline: '
-            f"{problem}",
-            func,
-            blocks=[block_name],
-        )
+    check_stage_pipeline(func, scope, prim, f'block "{block_name}"', blocks=[block_name])
     indices = _access_indices(func, prim, block, buf)
+    if kind == "read":
+        check_unconditional_read(func, prim, block, buf)
     bounds = {iv.var: (0, iv.extent - 1) for iv in block.iter_vars if isinstance(iv.extent, int)}
     indices = tuple(simplify(i, bounds) for i in indices)
     used = {x for i in indices for x in iter_exprs(i) if isinstance(x, Var)}

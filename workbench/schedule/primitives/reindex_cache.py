@@ -56,7 +56,7 @@ from ...ir.index_map import IndexMap, IndexMapError
 from ...ir.simplify import simplify
 from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import find_block_path, fresh_name, is_root, replace_path, scope_blocks
-from ._pipeline import stage_pipeline_problem
+from ._pipeline import check_stage_pipeline
 from .cache import (
     InPlaceUpdateError,
     _fresh_buffer_name,
@@ -68,8 +68,7 @@ from .cache import (
     check_scope,
     resolve_buffer_index,
 )
-from .reduction import NotStagePipelineError
-from .reindex import _taken_blocks
+from .reindex import _taken_blocks, check_unconditional_read
 
 __all__ = [
     "NotSinglePointAccessError",
@@ -155,15 +154,9 @@ def _reindex_cache(
     buf = region.buffer
     scope_pos = max(i for i, s in enumerate(path[:-1]) if isinstance(s, Block))
     scope: Block = path[scope_pos]  # type: ignore[assignment]
-    problem = stage_pipeline_problem(func, scope, prim)
-    if problem is not None:
-        raise NotStagePipelineError(
-            prim,
-            f'the scope "{scope.name}" of block "{block_name}" is not a stage pipeline: '
-            f"{problem}",
-            func,
-            blocks=[block_name],
-        )
+    check_stage_pipeline(func, scope, prim, f'block "{block_name}"', blocks=[block_name])
+    if is_read:
+        check_unconditional_read(func, prim, block, buf)
     writer = _single_writer(func, prim, scope, buf, block_name)
     if not is_read and block.init is None and any(r.buffer is buf for r in block.reads or ()) \
             and not _initialised_inside(block, buf):
