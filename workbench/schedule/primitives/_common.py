@@ -268,3 +268,14 @@ def remove_alloc(func: PrimFunc, buffer) -> PrimFunc:
             return b
 
     return func.with_body(_Drop().visit_stmt(func.body))
+
+
+def position_in_scope(body: Stmt, block_name: str) -> int:
+    """Index, in a scope's body, of the top-level statement holding the block
+    ``block_name`` (0 when the body is not a sequence)."""
+    if not isinstance(body, SeqStmt):
+        return 0
+    for i, s in enumerate(body.stmts):
+        if any(isinstance(b, Block) and b.name == block_name for b in iter_stmts(s)):
+            return i
+    raise AssertionError(f'block "{block_name}" is not in this scope')  # pragma: no cover

@@ -78,7 +78,7 @@ from ...ir.functor import Mutator, iter_exprs, iter_stmts, substitute
 from ...ir.intset import eval_interval
 from ...ir.simplify import simplify, struct_key
 from ..errors import InvalidScheduleArgumentError, ScheduleError
-from ._common import find_block_path, fresh_name, is_root, replace_path
+from ._common import find_block_path, fresh_name, is_root, position_in_scope, replace_path
 from .cache import _insert, check_scope
 from .reindex import _taken_blocks
 
@@ -340,7 +340,7 @@ def cache_index(
     spath = find_block_path(func, prim, scope.name)
     new_scope: Block = spath[-1]  # type: ignore[assignment]
     body = new_scope.body
-    pos = _top_position(body, block_name)
+    pos = position_in_scope(body, block_name)
     for n, stage in enumerate(stages):
         body = _insert(body, [body] if isinstance(body, SeqStmt) else [], pos + n, stage)
     new_allocs = new_scope.alloc_buffers + tuple(allocs)
@@ -356,13 +356,3 @@ def _all_buffers(func: PrimFunc):
     from ...ir.analysis import collect_buffers
 
     return collect_buffers(func)
-
-
-def _top_position(body: Stmt, block_name: str) -> int:
-    """Index, in the scope's body, of the statement holding the block."""
-    if not isinstance(body, SeqStmt):
-        return 0
-    for i, s in enumerate(body.stmts):
-        if any(isinstance(b, Block) and b.name == block_name for b in iter_stmts(s)):
-            return i
-    raise AssertionError("the block left its scope")  # pragma: no cover

@@ -67,6 +67,7 @@ from ._common import (
     find_block_path,
     fresh_name,
     is_root,
+    position_in_scope,
     replace_path,
     scope_of,
 )
@@ -426,7 +427,7 @@ def reindex(func: PrimFunc, block_name: str, buffer_index: int, kind: str) -> tu
     scope_path = find_block_path(func, prim, scope.name)
     new_scope: Block = scope_path[-1]  # type: ignore[assignment]
     body = new_scope.body
-    pos = _position(body, block_name) + (1 if kind == "write" else 0)
+    pos = position_in_scope(body, block_name) + (1 if kind == "write" else 0)
     body = _insert(body, [body] if isinstance(body, SeqStmt) else [], pos, stage)
     allocs = new_scope.alloc_buffers + (new_buf,)
     if is_root(new_scope):
@@ -438,14 +439,4 @@ def reindex(func: PrimFunc, block_name: str, buffer_index: int, kind: str) -> tu
 
 def _taken_blocks(func: PrimFunc) -> list[str]:
     return [b.name for b in iter_blocks(func.body)] + ["root"]
-
-
-def _position(body: Stmt, block_name: str) -> int:
-    """Index of the (rewritten) nest holding ``block_name`` in the scope's body."""
-    if not isinstance(body, SeqStmt):
-        return 0
-    for i, s in enumerate(body.stmts):
-        if any(isinstance(b, Block) and b.name == block_name for b in iter_stmts(s)):
-            return i
-    raise AssertionError("the reindexed block left its scope")  # pragma: no cover
 
