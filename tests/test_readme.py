@@ -59,14 +59,30 @@ def test_layout_and_tensorize_blocks_run(capsys):
     """The "Layouts, padding and tensor intrinsics" blocks, in order, after the quickstart
     (they use its imports)."""
     blocks = _python_blocks()
-    start = next(i for i, b in enumerate(blocks) if "sch.transform_layout(C" in b)
+    start = next(i for i, b in enumerate(blocks) if "packed.transform_layout(C" in b)
     namespace: dict = {"__name__": "readme_layout"}
     source = "\n".join([blocks[0], *blocks[start:start + 2]])
     exec(compile(source, str(README), "exec"), namespace)  # our own README, not user data
     out = capsys.readouterr().out
     assert "lambda i, j: (i // 16, j // 16, i % 16, j % 16)" in out
-    sch = namespace["sch"]
-    assert "B: T.Buffer((8, 128, 16)" in sch.mod.script()
+    packed = namespace["packed"]
+    assert "B: T.Buffer((8, 128, 16)" in packed.mod.script()
     if namespace["name"] is not None:
-        assert "T.call_extern" in sch.mod.script()
+        assert "T.call_extern" in packed.mod.script()
         assert "x86_fma_f32_4x16_avx2" in out
+
+
+def test_every_python_block_runs_in_order(tmp_path, monkeypatch, capsys):
+    """All the README's python blocks, as printed, one after the other in one namespace
+    (as a reader pastes them into one notebook): a later section must not rebind a name
+    an earlier one's following blocks rely on."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.chdir(tmp_path)
+    source = "\n".join(_python_blocks())
+    path = tmp_path / "readme_blocks.py"  # the decorator reads its class's source from a file
+    path.write_text(source)
+    namespace: dict = {"__name__": "readme_all", "__file__": str(path)}
+    exec(compile(source, str(path), "exec"), namespace)  # our own README, not user data
+    assert "def apply_trace" in capsys.readouterr().out
