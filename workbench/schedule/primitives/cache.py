@@ -835,10 +835,10 @@ def set_scope(func: PrimFunc, block_name: str, buffer_index: int, storage_scope:
                 mapping[view] = view.with_(
                     scope=storage_scope, name=fresh_name(f"{view.name}_{storage_scope}", taken)
                 )
-    return func.with_body(_ViewSwap(mapping).visit_block(func.body))
+    return func.with_body(ViewSwap(mapping).visit_block(func.body))
 
 
-class _ViewSwap(BufferSwap):
+class ViewSwap(BufferSwap):
     """BufferSwap that also replaces the view buffer of a ``T.match_buffer``."""
 
     def visit_match_buffer(self, m: MatchBufferRegion) -> MatchBufferRegion:

@@ -23,20 +23,21 @@ caller). Setting the type it already has changes nothing.
 
 from __future__ import annotations
 
-from ...ir import Block, Buffer, BufferStore, MatchBufferRegion, PrimFunc, Stmt
+from ...ir import Block, Buffer, BufferStore, PrimFunc, Stmt
 from ...ir.analysis import iter_blocks
 from ...ir.expr import ALL_DTYPES, BufferLoad, Cast, PrimExpr
 from ..errors import ScheduleError
 from ._common import find_block_path
-from .cache import BufferSwap, NonAllocatedBufferError, resolve_buffer_index
+from .cache import NonAllocatedBufferError, ViewSwap, resolve_buffer_index
 
 
 class InvalidDTypeError(ScheduleError, ValueError):
     """``unsafe_set_dtype``: the dtype is not one the IR knows."""
 
 
-class _DTypeSwap(BufferSwap):
-    """Swap buffers for retyped copies, casting stores to the new type and loads back."""
+class _DTypeSwap(ViewSwap):
+    """Swap buffers (and views of them) for retyped copies, casting stores to the new type
+    and loads back."""
 
     def __init__(self, mapping: dict[Buffer, Buffer], src: str, tgt: str):
         super().__init__(mapping)
@@ -54,13 +55,6 @@ class _DTypeSwap(BufferSwap):
             return BufferStore(self.mapping[s.buffer], Cast(self.tgt, self.visit_expr(s.value)),
                                idx)
         return super().visit_stmt(s)
-
-    def visit_match_buffer(self, m: MatchBufferRegion) -> MatchBufferRegion:
-        new = super().visit_match_buffer(m)
-        view = self.mapping.get(m.buffer)
-        if view is None:
-            return new
-        return MatchBufferRegion(view, new.source, new.offset_factor)
 
 
 def unsafe_set_dtype(func: PrimFunc, block_name: str, buffer_index: int, dtype: str) -> PrimFunc:
