@@ -171,9 +171,10 @@ def _intrin_names() -> list[str]:
     return list(TensorIntrin.names())
 
 
-def _has_padding_producer(model: EditorModel, item: TreeItem) -> bool:
-    node = _block_node(model, item)
-    return node is not None and bool(model._loops_above(item.name))
+def _has_loops(model: EditorModel, item: TreeItem) -> bool:
+    """A block with loops above it (decompose_padding needs one to go above; whether
+    the block pads is for the primitive to say)."""
+    return item.kind == "block" and bool(model._loops_above(item.name))
 
 
 def _has_consumer(model: EditorModel, item: TreeItem) -> bool:
@@ -334,7 +335,7 @@ EXTRA_ACTIONS: dict[str, ActionSpec] = {s.name: s for s in (
     ActionSpec("decompose_padding", ("block",),
                "split a padding producer into a fill and an in-bounds copy above a loop",
                (Param("loop", "choice", "above loop", choices=_loops_above),),
-               _run_decompose_padding, _has_padding_producer),
+               _run_decompose_padding, _has_loops),
     ActionSpec("rolling_buffer", ("block",),
                "keep only a sliding window of the written buffer along its rolling loop",
                (Param("buffer", "choice", "buffer", choices=_index_choices("write")),),
