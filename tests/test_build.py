@@ -99,11 +99,15 @@ def test_build_accepts_a_schedule_like_object():
     np.testing.assert_array_equal(a, b)
 
 
-def test_unknown_and_later_targets():
-    with pytest.raises(ValueError, match="'cuda' comes in a later version; supported targets: 'c'"):
-        build(copy_func(), target="cuda")
-    with pytest.raises(ValueError, match="unknown target 'llvm'; supported targets: 'c'"):
+def test_unknown_targets_and_unbound_gpu_functions():
+    from workbench.codegen.gpu import UnboundLoopError
+
+    with pytest.raises(UnboundLoopError, match="loop 'i' is not bound to a thread"):
+        build(copy_func(), target="cuda", emulate=True)
+    with pytest.raises(ValueError, match="unknown target 'llvm'; supported targets: 'c', 'cuda'"):
         build(copy_func(), target="llvm")
+    with pytest.raises(ValueError, match="emulate= and check_races= apply to target='cuda'"):
+        build(copy_func(), emulate=True)
 
 
 def test_module_with_several_functions():

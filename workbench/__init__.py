@@ -8,6 +8,8 @@
 """
 
 from . import ir, schedule, script, workloads
+from .codegen.gpu import GpuError
+from .codegen.gpu_instrument import RaceError
 from .ir import (
     Buffer,
     IndexMap,
@@ -59,6 +61,7 @@ from .schedule import (
 from .script import from_script, ir_module, prim_func
 from .search import Database, TuneResult, default_space, rules
 from .search.tune import tune
+from .target import Target
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004
 from .tensor_intrin import TensorIntrin
 

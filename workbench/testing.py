@@ -785,3 +785,51 @@ def padded_func(n: int = 8, pad: int = 2) -> PrimFunc:
 
 
 __all__ += ["padded_func"]
+
+
+# ---------------------------------------------------------------------------
+# GPU tests: marked ``gpu`` and skipped, with the reason, where cupy or a device is missing
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why GPU tests cannot run here (cupy missing, or no CUDA device), or None when
+    they can. Asked once per process.
+
+    >>> reason = gpu_unavailable_reason()
+    >>> reason is None or "cupy" in reason
+    True
+    """
+    global _gpu_reason
+    if _gpu_reason is _UNKNOWN:
+        from .target import GpuUnavailableError, require_device
+
+        try:
+            require_device("running GPU tests")
+        except GpuUnavailableError as err:
+            _gpu_reason = str(err)
+        else:
+            _gpu_reason = None
+    return _gpu_reason  # type: ignore[return-value]
+
+
+_UNKNOWN = object()
+_gpu_reason: object = _UNKNOWN
+
+
+def requires_gpu(test: Callable) -> Callable:
+    """Decorator for tests that run on a real GPU: marks them ``gpu`` and skips them
+    with the reason (:func:`gpu_unavailable_reason`) where cupy or a device is missing.
+
+    >>> @requires_gpu
+    ... def test_on_gpu(): ...
+    >>> [m.name for m in test_on_gpu.pytestmark]
+    ['skipif', 'gpu']
+    """
+    import pytest
+
+    reason = gpu_unavailable_reason()
+    test = pytest.mark.skipif(reason is not None, reason=f"needs a GPU: {reason}")(test)
+    return pytest.mark.gpu(test)
+
+
+__all__ += ["gpu_unavailable_reason", "requires_gpu"]

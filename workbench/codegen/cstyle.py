@@ -457,13 +457,17 @@ class _FunctionPrinter(ViewCode):
         return self.bufs[buf].name
 
     def _flat(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> str:
+        return self.expr(self.flat_index(buf, indices))
+
+    def flat_index(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> PrimExpr:
+        """The element offset of ``buf[indices]`` in its (source) array, in loop vars."""
         view = self.views.get(buf)
         if view is not None:  # a match_buffer view: index its source region
             if len(indices) != buf.ndim:
                 raise CodegenError(
                     f"buffer {buf.name!r} has {buf.ndim} dimensions, indexed with {len(indices)}"
                 )
-            return self._flat(view.source.buffer, view.source_indices(indices))
+            return self.flat_index(view.source.buffer, view.source_indices(indices))
         info = self.bufs[buf]
         if len(indices) != len(info.strides):
             raise CodegenError(
@@ -481,8 +485,8 @@ class _FunctionPrinter(ViewCode):
                 term = mul(idx, IntImm(stride, idx.dtype)) if stride != 1 else idx
             total = term if total is None else add(total, term)
         if total is None:
-            return self.expr(IntImm(0, dt))
-        return self.expr(self._in_loop_vars(total))
+            return IntImm(0, dt)
+        return self._in_loop_vars(total)
 
     def _in_loop_vars(self, index: PrimExpr) -> PrimExpr:
         """``index`` with the enclosing blocks' iter vars replaced by their bindings, when
@@ -520,6 +524,13 @@ class _FunctionPrinter(ViewCode):
                 self.emit("} else {")
                 self._indented(s.else_case)
             self.emit("}")
+        elif isinstance(s, Evaluate) and isinstance(s.value, OpaqueCall) and (
+            s.value.op == "tvm_storage_sync"
+        ):
+            if self.d.barrier is None:
+                raise CodegenError(f"target {self.d.name!r} has no thread barrier "
+                                   "(T.tvm_storage_sync); build for a GPU target")
+            self.emit(self.d.barrier)
         elif isinstance(s, Evaluate):
             # ``T.assume(cond)`` (transform_layout's padding assumption) is a hint, no code
             hint = isinstance(s.value, OpaqueCall) and s.value.op == "assume"
@@ -546,6 +557,10 @@ class _FunctionPrinter(ViewCode):
         self.depth -= 1
 
     def loop(self, s: For) -> None:
+        if s.kind == "vectorized" and self.d.vector_loop is not None and self.d.vector_loop(
+            self, s
+        ):  # the dialect printed it as vector instructions
+            return
         for key, value in s.annotations:
             self.comment(f"annotation {key} = {value!r}")
         self.push()
@@ -561,7 +576,7 @@ class _FunctionPrinter(ViewCode):
             if s.min:
                 raise CodegenError(f"loop {s.loop_var.name!r} is bound to {s.thread_tag} but "
                                    f"starts at {s.min}; a thread axis starts at 0")
-            if _cross_thread_reduction(s):
+            if _cross_thread_reduction(s) and self.d.barrier is None:
                 self.comment(f"cross-thread reduction over {s.thread_tag} (an all-reduce on a "
                              "GPU; the loop runs serially here)")
             code = self.d.thread_loop(self.d, v, ctype, extent, s.thread_tag or "")

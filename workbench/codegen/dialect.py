@@ -103,6 +103,10 @@ class Dialect:
             parameters (shape variables), only for functions with symbolic shapes.
         known_externs: ``call_extern`` names the includes declare (no prototype printed).
         extern_includes: ``call_extern`` name -> the ``#include`` line declaring it.
+        barrier: the statement a thread barrier (``T.tvm_storage_sync("shared")``) prints
+            as; ``None`` where the target has no threads (the C target).
+        vector_loop: a hook ``(printer, loop) -> bool`` that may print a vectorized loop
+            as vector instructions (CUDA's ``float4``); False leaves it to the printer.
     """
 
     name: str
@@ -136,6 +140,8 @@ class Dialect:
     max_unroll: int = 65534
     known_externs: frozenset[str] = frozenset()
     extern_includes: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
+    barrier: str | None = None
+    vector_loop: Callable[[object, object], bool] | None = field(default=None, repr=False)
 
     def type_name(self, dtype: str) -> str:
         """The C type of an IR dtype (KeyError with the dtype named if unsupported)."""

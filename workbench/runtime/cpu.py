@@ -30,8 +30,7 @@ from .flops import flop_count
 
 __all__ = ["SUPPORTED_TARGETS", "Kernel", "KernelArgumentError", "KernelFunction", "build"]
 
-SUPPORTED_TARGETS = ("c",)
-_LATER_TARGETS = {"cuda": "comes in a later version"}
+SUPPORTED_TARGETS = ("c", "cuda")
 
 
 class KernelArgumentError(TypeError, ValueError):
@@ -86,6 +85,8 @@ class KernelFunction:
         self.name = func.name
         self.func = func
         self.flops = flops
+        self._before_call: Callable[[], None] | None = None  # set-up before each call
+        self._after_call: Callable[[], None] | None = None  # a check after each call
         written = written_params(func)
         self._params = tuple(
             _Param(p.name, p.shape, np.dtype(p.dtype), w)
@@ -193,12 +194,17 @@ class KernelFunction:
 
     def __call__(self, *arrays: np.ndarray) -> None:
         """Run the function on ``arrays`` (one per parameter, in order)."""
-        status = self._cfunc(*self._check(arrays))
+        checked = self._check(arrays)
+        if self._before_call is not None:
+            self._before_call()
+        status = self._cfunc(*checked)
         if status != 0:
             raise MemoryError(
                 f"kernel {self.name!r} could not allocate its intermediate buffers "
                 f"(status {status})"
             )
+        if self._after_call is not None:
+            self._after_call()
 
     def prepare(self, *arrays: np.ndarray) -> Callable[[], int]:
         """Check ``arrays`` once and return a callable with no arguments that runs the
@@ -268,6 +274,12 @@ class Kernel:
         self.flops: int | None = self._functions[default].flops if default else None
 
     @property
+    def library(self) -> ctypes.CDLL:
+        """The loaded shared object (what reads results a kernel left in it, such as
+        the GPU emulator's instrumentation runtime, call)."""
+        return self._lib
+
+    @property
     def function_names(self) -> list[str]:
         return list(self._functions)
 
@@ -316,10 +328,18 @@ class Kernel:
         p.text(repr(self))
 
 
-def build(mod_or_func: IRModule | PrimFunc, target: str = "c") -> Kernel:
+def build(mod_or_func: IRModule | PrimFunc, target: str | object = "c", *,
+          emulate: bool = False, check_races: bool = False) -> Kernel:
     """Lower a PrimFunc/IRModule (or a Schedule's ``mod``) with :func:`workbench.lower`,
     generate C for it, compile it (cached on disk by source: building the same IR twice
     runs the compiler once) and load it.
+
+    ``target="cuda"`` (or ``wb.Target("cuda", arch="sm_90")``, or TVM's dict form)
+    builds a GPU schedule: CUDA loaded through cupy (a GPU is needed), or with
+    ``emulate=True`` the same kernels run on the CPU with the GPU's semantics (blocks in
+    parallel, threads split at every barrier); ``check_races=True`` (emulated only)
+    raises :class:`~workbench.RaceError` on a data race. See
+    :mod:`workbench.runtime.gpu`.
 
     >>> import workbench as wb
     >>> A = wb.placeholder((8,), "float64", name="A")
@@ -327,11 +347,17 @@ def build(mod_or_func: IRModule | PrimFunc, target: str = "c") -> Kernel:
     >>> build(wb.create_prim_func([A, B], name="expo")).function_names
     ['expo']
     """
-    if target in _LATER_TARGETS:
-        raise ValueError(
-            f"target {target!r} {_LATER_TARGETS[target]}; supported targets: "
-            + ", ".join(repr(t) for t in SUPPORTED_TARGETS)
-        )
+    if not isinstance(target, str) or target.split()[0] == "cuda":
+        from ..target import Target
+
+        tgt = Target.from_any(target)
+        if tgt.kind == "cuda":
+            from .gpu import build_gpu
+
+            return build_gpu(mod_or_func, tgt, emulate=emulate, check_races=check_races)
+        target = tgt.kind
+    if emulate or check_races:
+        raise ValueError("build: emulate= and check_races= apply to target='cuda' only")
     if target not in SUPPORTED_TARGETS:
         raise ValueError(
             f"unknown target {target!r}; supported targets: "

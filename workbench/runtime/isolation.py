@@ -31,7 +31,7 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -115,13 +115,16 @@ class WorkerStartError(RuntimeError):
 @dataclass(frozen=True)
 class KernelSignature:
     """What the worker needs to call a built function: the shared object, the C symbol,
-    and one ``(shape, dtype)`` per parameter; plus the name and flop count."""
+    and one ``(shape, dtype)`` per parameter; plus the name and flop count. A CUDA
+    kernel's signature carries its launch plan (``cuda``: plain JSON data, the source
+    and the launches; see `workbench.runtime.cuda.LaunchPlan`) instead of a library."""
 
     so_path: str
     symbol: str
     params: tuple[tuple[tuple[int, ...], str], ...]
     name: str
     flops: int | None
+    cuda: dict | None = field(default=None, compare=False)
 
 
 def kernel_signature(
@@ -139,6 +142,10 @@ def kernel_signature(
     """
     if isinstance(kernel, KernelSignature):
         return kernel
+    from .cuda import CudaKernel
+
+    if isinstance(kernel, CudaKernel):
+        return _cuda_signature(kernel, function)
     if not isinstance(kernel, Kernel):
         raise TypeError(
             f"isolated measurement needs a Kernel from wb.build, got {type(kernel).__name__}"
@@ -160,6 +167,28 @@ def kernel_signature(
         params=tuple((tuple(p.shape), p.dtype.name) for p in func._params),
         name=func.name,
         flops=func.flops,
+    )
+
+
+def _cuda_signature(kernel: Any, function: str | None) -> KernelSignature:
+    if function is None:
+        names = kernel.function_names
+        function = names[0] if len(names) == 1 else "main"
+    func = kernel[function]
+    if func.func.shape_vars:
+        names = [v.name for v in func.func.shape_vars]
+        raise ValueError(
+            f"kernel {func.name!r} has symbolic shapes {names}: isolated measurement needs "
+            "static shapes; measure it in this process, or build func.specialize({...})"
+        )
+    plan = func.launch_plan()
+    return KernelSignature(
+        so_path=f"cuda:{kernel.source_hash}",
+        symbol=func.name,
+        params=plan.params,
+        name=func.name,
+        flops=func.flops,
+        cuda=plan.to_json(),
     )
 
 
@@ -412,6 +441,8 @@ class Worker:
             "flush_cache": bool(flush_cache),
             "seed": seed,
         }
+        if sig.cuda is not None:
+            request["cuda"] = sig.cuda
         with self._lock:
             return self._run(request, sig, float(timeout))
 
@@ -493,10 +524,14 @@ def _check_args(sig: KernelSignature, args: Sequence[Any]) -> None:
             f"kernel {sig.name!r} takes {len(sig.params)} arrays, got {len(args)}"
         )
     for i, (arr, (shape, dtype)) in enumerate(zip(args, sig.params)):
-        if not isinstance(arr, np.ndarray) or arr.shape != shape or arr.dtype.name != dtype:
+        # numpy arrays, or GPU arrays (the CUDA Array Interface) for a CUDA kernel
+        array_like = isinstance(arr, np.ndarray) or (
+            sig.cuda is not None and hasattr(arr, "__cuda_array_interface__")
+        )
+        if not array_like or tuple(arr.shape) != shape or np.dtype(arr.dtype).name != dtype:
             got = (
-                f"{arr.dtype.name}{list(arr.shape)}"
-                if isinstance(arr, np.ndarray)
+                f"{np.dtype(arr.dtype).name}{list(arr.shape)}"
+                if array_like
                 else type(arr).__name__
             )
             raise KernelArgumentError(

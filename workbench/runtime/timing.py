@@ -265,10 +265,15 @@ def _flushed_run(call: Callable[[], object], flusher: CacheFlusher) -> float:
     return _time_repeat(call, 1)
 
 
-def _calibrate(call: Callable[[], object], number: int, min_seconds: float) -> int:
+def _calibrate(
+    call: Callable[[], object],
+    number: int,
+    min_seconds: float,
+    time_repeat: Callable[[Callable[[], object], int], float] = _time_repeat,
+) -> int:
     """Grow `number` (at least doubling each step) until one repeat lasts `min_seconds`."""
     while number < _MAX_NUMBER:
-        elapsed = _time_repeat(call, number)
+        elapsed = time_repeat(call, number)
         if elapsed >= min_seconds:
             break
         scaled = number * min_seconds / elapsed * _GROWTH_MARGIN if elapsed > 0 else math.inf
@@ -295,6 +300,9 @@ def measure(
     it is used exactly. Finally `repeat` repeats of `number` calls are timed with
     `time.perf_counter`; each sample is the repeat's time divided by `number`.
     When `flops` is None and `fn` has an integer attribute `flops`, that is used.
+    When `fn` has a callable attribute `event_timer` — ``event_timer(call, number)``
+    returning the seconds ``number`` calls took, as a prepared CUDA kernel has (CUDA
+    events) — it times the repeats instead of `time.perf_counter`.
 
     `flush_cache=True` gives cold-cache figures: before each of the `repeat` samples the
     caches are evicted (`default_flusher().flush()`, untimed) and the sample is a single
@@ -319,6 +327,13 @@ def measure(
     if flops is None and _is_int(fn_flops):
         flops = fn_flops
     call = functools.partial(fn, *args) if args else fn
+    timer = getattr(fn, "event_timer", None)
+    time_repeat = timer if callable(timer) else _time_repeat
+    if flush_cache and time_repeat is not _time_repeat:
+        raise ValueError(
+            "flush_cache=True evicts the CPU caches; it does not apply to a kernel timed "
+            "on the GPU (event_timer)"
+        )
 
     flusher = default_flusher() if flush_cache else None
     for _ in range(warmup):
@@ -329,8 +344,8 @@ def measure(
     else:
         count = int(number) if number is not None else 1
         if min_repeat_ms > 0:
-            count = _calibrate(call, count, min_repeat_ms / 1e3)
-        samples = tuple(_time_repeat(call, count) / count for _ in range(repeat))
+            count = _calibrate(call, count, min_repeat_ms / 1e3, time_repeat)
+        samples = tuple(time_repeat(call, count) / count for _ in range(repeat))
     return Measurement(
         samples=samples,
         number=count,

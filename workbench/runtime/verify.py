@@ -206,10 +206,16 @@ def _compare(name: str, dtype: str, got: np.ndarray, expected: np.ndarray, rtol:
 
 def verify(scheduled: PrimFunc | IRModule, reference: PrimFunc | IRModule, *,
            rtol: float | None = None, atol: float | None = None, seed: int = 0,
-           func_name: str | None = None, shapes: dict[str, int] | None = None
+           func_name: str | None = None, shapes: dict[str, int] | None = None,
+           target: str | object = "c", emulate: bool = False, check_races: bool = False,
            ) -> VerifyResult:
     """Run ``scheduled`` (built with C) and ``reference`` on the same random inputs and
     compare every written parameter; raise :class:`VerificationError` on a mismatch.
+
+    ``target="cuda"`` builds the scheduled function for a GPU: on the GPU through cupy,
+    or with ``emulate=True`` in the emulator (GPU semantics on the CPU: barriers
+    respected, shared memory per thread block), where ``check_races=True`` also raises
+    :class:`~workbench.RaceError` on a data race. The reference always runs on the CPU.
 
     Both may be PrimFuncs, IRModules or Schedules; ``func_name`` picks the function of
     a module (default: its only function, else ``"main"``). ``rtol``/``atol`` override
@@ -262,7 +268,10 @@ def verify(scheduled: PrimFunc | IRModule, reference: PrimFunc | IRModule, *,
         expected = [a.copy() for a in args]
         build(ref)[ref.name](*expected)
     got = [a.copy() for a in args]
-    build(built_sched)[sched.name](*got)
+    if target == "c" and not (emulate or check_races):
+        build(built_sched)[sched.name](*got)
+    else:
+        build(built_sched, target, emulate=emulate, check_races=check_races)[sched.name](*got)
 
     written = [x or y for x, y in zip(written_params(sched), written_params(ref))]
     k = _reduction_length(sched, ref)

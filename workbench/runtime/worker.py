@@ -10,6 +10,10 @@ Protocol: JSON lines, never pickle. Requests arrive on stdin, one per line::
      "params": [[[128, 128], "float32"], ...], "number": null, "repeat": 3,
      "min_repeat_ms": 50, "warmup": 1, "flush_cache": false, "seed": 0}
 
+A CUDA kernel's request has a ``"cuda"`` entry instead (its launch plan: the CUDA
+source, parameter and intermediate shapes, the launches in order), and is measured with
+CUDA events through cupy.
+
 Replies go to the process's original stdout (fd 1 is then pointed at stderr, so a kernel
 that prints cannot corrupt them). The worker first writes ``{"ready": true, "pid": ...}``
 once imported; for each request it writes ``{"phase": "running"}`` when the library is
@@ -94,7 +98,14 @@ def handle(request: dict, announce: Any = None) -> dict:
 
     ``announce()`` is called once the kernel is loaded and its arrays exist, just before
     the first call of the kernel.
+
+    A request with a ``"cuda"`` launch plan (a CUDA kernel: source and launches, plain
+    data) is measured on the GPU by `workbench.runtime.cuda.handle_cuda_request`.
     """
+    if "cuda" in request:
+        from workbench.runtime.cuda import handle_cuda_request
+
+        return handle_cuda_request(request, announce)
     try:
         so_path = _field(request, "so_path", (str,))
         symbol = _field(request, "symbol", (str,))

@@ -217,6 +217,16 @@ def _check_access_ptr(p, node: ast.AST, call) -> None:
                           "2 write, 3 both)")
 
 
+def storage_sync(p, node, args, kwargs):  # T.tvm_storage_sync("shared")
+    """A thread barrier (``__syncthreads()`` for ``"shared"``), as the GPU planner
+    inserts it."""
+    _arity(p, node, "T.tvm_storage_sync", args, kwargs, 1, ())
+    scope = _call_args(p, args)[0] if len(args) == 1 else None
+    if not (isinstance(scope, E.StringImm) and scope.value in ("shared", "warp", "global")):
+        raise p.err(node, 'T.tvm_storage_sync takes the scope "shared", "warp" or "global"')
+    return E.OpaqueCall("tvm_storage_sync", (scope,), "int32")
+
+
 def type_annotation(p, node, args, kwargs):  # T.type_annotation(dtype)
     (d,) = _arity(p, node, "T.type_annotation", args, kwargs, 1, ("dtype",))
     return E.OpaqueCall("type_annotation", (), _dtype_arg(p, d, "T.type_annotation"))
@@ -247,6 +257,7 @@ EXPR_BUILTINS: dict[str, Callable[..., Any]] = {
     "T.min_value": _limit("min"),
     "T.max_value": _limit("max"),
     "T.type_annotation": type_annotation,
+    "T.tvm_storage_sync": storage_sync,
 }
 for _op in E.MATH_FUNCS:
     EXPR_BUILTINS[f"T.{_op}"] = _math(_op)

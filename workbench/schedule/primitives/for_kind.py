@@ -21,10 +21,9 @@ TVM's own flow decomposes reductions after parallelizing. ``unroll`` has no cond
 
 A loop of any kind can be re-kinded, as in TVM: ``parallel`` of a vectorized or
 thread-bound loop makes it parallel (the binding goes), ``bind`` of a parallel or
-already bound loop binds it to the new axis. One divergence: ``bind`` refuses to bind a
-loop to an axis that an enclosing or enclosed loop is bound to (TVM accepts it; on a GPU
-both loops would read the same thread index and compute only part of the iteration
-space).
+already bound loop binds it to the new axis. As in TVM, a loop may be bound to an axis
+that an enclosing or enclosed loop is bound to (a cooperative fetch: both loops read the
+same thread index on a GPU).
 
 Before and after ``parallel(i)``::
 
@@ -47,7 +46,7 @@ from dataclasses import replace
 
 from ...ir import THREAD_TAGS, Block, For, IfThenElse, PrimFunc, SeqStmt, Stmt, Var
 from ...ir.analysis import block_path, iter_blocks, loops_above
-from ...ir.functor import expr_vars, iter_stmts, uses_var
+from ...ir.functor import expr_vars, uses_var
 from ...ir.simplify import struct_key
 from ..errors import NotDataParallelError, ScheduleError
 from ._common import find_block_path, find_loop_path, replace_path
@@ -57,10 +56,6 @@ from .loops import blocks_under
 
 class InvalidThreadAxisError(ScheduleError, ValueError):
     """``bind`` to a thread axis that is not one of ``THREAD_TAGS``."""
-
-
-class DuplicateThreadBindingError(ScheduleError):
-    """``bind`` to an axis that an enclosing or enclosed loop is already bound to."""
 
 
 class NotCompactDataflowError(ScheduleError):
@@ -248,12 +243,17 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
     also reduce iter vars when the axis is ``threadIdx.x/y/z`` (a cross-thread
     reduction: on a GPU the threads of the block combine their partial results, see
     :func:`cross_thread_reductions`). The loop may already be parallel, vectorized,
-    unrolled or bound to another axis (it is re-bound, as in TVM). Beyond TVM: no loop
-    enclosing it or enclosed by it may be bound to the same axis
-    (:class:`DuplicateThreadBindingError`).
+    unrolled or bound to another axis (it is re-bound, as in TVM).
 
-    The C target runs thread-bound loops as ordinary serial loops, so a bound
-    schedule (a cross-thread reduction too) can be verified numerically on a CPU.
+    A loop may be bound to an axis that an enclosing loop is already bound to: that is
+    the cooperative fetch every GPU schedule uses to load a shared tile with all the
+    threads of a block (fuse the cache block's loops, split by the thread count, bind the
+    inner loop to ``threadIdx.x`` again). As in TVM, the inner loop's variable is the
+    same thread index as the outer one's; a GPU build loads the tile between two
+    ``__syncthreads()``. The C target runs every thread-bound loop as an ordinary serial
+    loop (a nested one in full, as if one thread did all of the fetch), so a bound
+    schedule can be checked numerically on a CPU; ``wb.build(..., target="cuda",
+    emulate=True)`` runs it with the GPU's semantics.
 
     >>> import workbench as wb
     >>> from workbench.schedule.primitives.for_kind import bind
@@ -277,18 +277,6 @@ def bind(func: PrimFunc, loop_var: Var, thread_axis: str) -> PrimFunc:
         return func
     _check_compact_dataflow("bind", func, loop)
     _check_iter_kinds("bind", func, loop, thread_axis)
-    nested = [s for s in path[:-1] if isinstance(s, For)]
-    nested += [s for s in iter_stmts(loop.body) if isinstance(s, For)]
-    for other in nested:
-        if other.kind == "thread_binding" and other.thread_tag == thread_axis:
-            where = "encloses" if other in path else "is inside"
-            raise DuplicateThreadBindingError(
-                "bind",
-                f'cannot bind loop "{name}" to {thread_axis}: loop "{other.loop_var.name}", '
-                f"which {where} it, is already bound to {thread_axis}",
-                func,
-                loops=[loop_var, other.loop_var],
-            )
     return replace_path(func, path, replace(loop, kind="thread_binding", thread_tag=thread_axis))
 
 
