@@ -23,12 +23,13 @@ def _rand(*shape, seed=0):
 ])
 def test_emulated_matmul_matches_numpy(n, tile, per_thread, k_tile, align):
     sch = gpu_matmul_schedule(n, tile=tile, per_thread=per_thread, k_tile=k_tile, align=align)
-    kernel = wb.build(sch.mod, target="cuda", emulate=True)
-    assert isinstance(kernel, EmulatedKernel)
     a, b = _rand(n, n, seed=1), _rand(n, n, seed=2)
-    c = np.zeros((n, n), "float32")
-    kernel(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    for check_races in (False, True):  # a correct schedule: the race check finds nothing
+        kernel = wb.build(sch.mod, target="cuda", emulate=True, check_races=check_races)
+        assert isinstance(kernel, EmulatedKernel)
+        c = np.zeros((n, n), "float32")
+        kernel(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_sources_and_repr():
@@ -51,7 +52,7 @@ def test_two_kernels_and_an_intermediate():
         sch.bind(bx, "blockIdx.x")
         sch.bind(tx, "threadIdx.x")
         sch.bind(loops[1], "threadIdx.y")
-    kernel = wb.build(sch.mod, target="cuda", emulate=True)
+    kernel = wb.build(sch.mod, target="cuda", emulate=True, check_races=True)
     a, b = _rand(64, 64, seed=3), _rand(64, 64, seed=4)
     c = np.zeros((64, 64), "float32")
     kernel(a, b, c)
@@ -67,7 +68,7 @@ def test_symbolic_grid():
     bx, tx = sch.split(i, [None, 64])
     sch.bind(bx, "blockIdx.x")
     sch.bind(tx, "threadIdx.x")
-    kernel = wb.build(sch.mod, target="cuda", emulate=True)
+    kernel = wb.build(sch.mod, target="cuda", emulate=True, check_races=True)
     for size in (1, 63, 64, 1000):
         a = _rand(size, seed=size)
         b = np.zeros(size, "float32")
@@ -109,3 +110,32 @@ def test_gpu_bench_runs_without_a_gpu():
     assert "race-check overhead" in out
     assert out.count("GpuProfile on cuda -arch=sm_80") == 2
     assert "bank conflicts" in out
+
+
+_EXTERN_SRC = """
+@T.prim_func
+def f(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+    for tx in T.thread_binding(64, thread="threadIdx.x"):
+        with T.block("B"):
+            v = T.axis.spatial(64, tx)
+            B[v] = T.call_extern("float32", "expf", A[v])
+"""
+
+
+def test_call_extern_in_a_kernel():
+    """``T.call_extern`` of a math function prints as a plain call and runs emulated."""
+    func = wb.from_script(_EXTERN_SRC)
+    source = wb.codegen.cuda.generate_cuda(func)
+    assert "B[v] = expf(A[v]);" in source
+    kernel = wb.build(func, target="cuda", emulate=True)
+    a, b = _rand(64), np.zeros(64, "float32")
+    kernel(a, b)
+    np.testing.assert_allclose(b, np.exp(a), rtol=1e-5)
+
+
+@pytest.mark.nvcc
+def test_call_extern_compiles_with_nvcc():
+    from workbench.codegen.nvcc import compile_cuda
+
+    source = wb.codegen.cuda.generate_cuda(wb.from_script(_EXTERN_SRC))
+    assert ".entry f_kernel(" in compile_cuda(source, arch="sm_90")
