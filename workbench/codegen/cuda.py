@@ -47,20 +47,7 @@ from .gpu_plan import BLOCK_TAGS, THREAD_TAGS_GPU, DeviceModule, GpuKernel
 
 __all__ = ["CUDA_DIALECT", "generate_cuda", "kernel_function"]
 
-_CUDA_TYPES = {
-    "bool": "bool",
-    "int8": "int8_t",
-    "int16": "int16_t",
-    "int32": "int32_t",
-    "int64": "int64_t",
-    "uint8": "uint8_t",
-    "uint16": "uint16_t",
-    "uint32": "uint32_t",
-    "uint64": "uint64_t",
-    "float16": "half",
-    "float32": "float",
-    "float64": "double",
-}
+_CUDA_TYPES = {**C_DIALECT.type_names, "float16": "half"}
 
 # Fixed-width integer types: <stdint.h> with nvcc, typedefs under NVRTC (no system
 # headers there); half precision from cuda_fp16.h, which both provide.

@@ -150,16 +150,7 @@ def kernel_signature(
         raise TypeError(
             f"isolated measurement needs a Kernel from wb.build, got {type(kernel).__name__}"
         )
-    if function is None:
-        names = kernel.function_names
-        function = names[0] if len(names) == 1 else "main"
-    func = kernel[function]
-    if func.func.shape_vars:
-        names = [v.name for v in func.func.shape_vars]
-        raise ValueError(
-            f"kernel {func.name!r} has symbolic shapes {names}: isolated measurement needs "
-            "static shapes; measure it in this process, or build func.specialize({...})"
-        )
+    func = _static_function(kernel, function)
     # Kernel keeps the CDLL, and each KernelFunction its ctypes function and parameters.
     return KernelSignature(
         so_path=str(kernel._lib._name),
@@ -170,7 +161,9 @@ def kernel_signature(
     )
 
 
-def _cuda_signature(kernel: Any, function: str | None) -> KernelSignature:
+def _static_function(kernel: Any, function: str | None):
+    """The kernel's function ``function`` (default: its only one, else ``main``); one
+    with symbolic shapes is refused (the worker makes arrays of static shapes)."""
     if function is None:
         names = kernel.function_names
         function = names[0] if len(names) == 1 else "main"
@@ -181,6 +174,11 @@ def _cuda_signature(kernel: Any, function: str | None) -> KernelSignature:
             f"kernel {func.name!r} has symbolic shapes {names}: isolated measurement needs "
             "static shapes; measure it in this process, or build func.specialize({...})"
         )
+    return func
+
+
+def _cuda_signature(kernel: Any, function: str | None) -> KernelSignature:
+    func = _static_function(kernel, function)
     plan = func.launch_plan()
     return KernelSignature(
         so_path=f"cuda:{kernel.source_hash}",
