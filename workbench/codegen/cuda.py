@@ -206,7 +206,8 @@ def kernel_function(kernel: GpuKernel) -> PrimFunc:
 
     >>> import workbench as wb
     >>> from workbench.gpu_examples import gpu_matmul_schedule
-    >>> k = plan_device_module(wb.lower(gpu_matmul_schedule(128).mod)).kernels[0]
+    >>> from workbench.codegen.gpu import lower_for_gpu
+    >>> k = lower_for_gpu(gpu_matmul_schedule(128))[1].kernels[0]
     >>> [b.name for b in kernel_function(k).body.alloc_buffers]
     ['A_shared', 'B_shared', 'C_local']
     """
