@@ -41,7 +41,7 @@ from dataclasses import replace
 
 from ..ir.buffer import Buffer
 from ..ir.expr import LT, BufferLoad, IntImm, PrimExpr, Var
-from ..ir.functor import iter_exprs, iter_stmts, stmt_exprs
+from ..ir.functor import Mutator, iter_exprs, iter_stmts, stmt_exprs
 from ..ir.stmt import (
     Block,
     BufferStore,
@@ -223,66 +223,50 @@ def _guard(s: Stmt, cond: PrimExpr) -> Stmt:
     return IfThenElse(cond, s)
 
 
-def _widen(s: Stmt, launch: dict[str, int]) -> Stmt:
+class _Widen(Mutator):
     """Every loop bound to threadIdx gets its axis's launch extent; a narrower one
     guards its body with ``if (v < extent)`` (below any barrier it holds)."""
-    if isinstance(s, For):
-        body = _widen(s.body, launch)
-        tag = s.thread_tag or ""
-        if s.kind == "thread_binding" and tag in launch and s.extent < launch[tag]:
-            guard = _guard(body, LT(s.loop_var, IntImm(s.extent, s.loop_var.dtype)))
-            return replace(s, extent=launch[tag], body=guard)
-        return s if body is s.body else s.with_body(body)
-    if isinstance(s, SeqStmt):
-        stmts = tuple(_widen(c, launch) for c in s.stmts)
-        return SeqStmt(stmts)
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.condition, _widen(s.then_case, launch),
-                          None if s.else_case is None else _widen(s.else_case, launch))
-    if isinstance(s, Block):
-        init = None if s.init is None else _widen(s.init, launch)
-        return replace(s, body=_widen(s.body, launch), init=init)
-    if isinstance(s, LetStmt):
-        return replace(s, body=_widen(s.body, launch))
-    return s
+
+    def __init__(self, launch: dict[str, int]):
+        self.launch = launch
+
+    def visit_stmt(self, s: Stmt) -> Stmt:
+        s = super().visit_stmt(s)
+        if isinstance(s, For) and s.kind == "thread_binding":
+            width = self.launch.get(s.thread_tag or "")
+            if width is not None and s.extent < width:
+                guard = _guard(s.body, LT(s.loop_var, IntImm(s.extent, s.loop_var.dtype)))
+                return replace(s, extent=width, body=guard)
+        return s
 
 
-def _hoist(s: Stmt, kname: str, found: list[Buffer]) -> Stmt:
-    """Remove shared/local allocations from the blocks of ``s`` (collected in ``found``);
-    a block left with nothing to do but wrap its body (compaction's ``*_alloc`` blocks)
-    is replaced by its body."""
-    if isinstance(s, Block):
-        keep = []
+class _Hoist(Mutator):
+    """Removes shared/local allocations from the blocks of a kernel (collected in
+    ``found``); a block left with nothing to do but wrap its body (compaction's
+    ``*_alloc`` blocks) is replaced by its body."""
+
+    def __init__(self, kname: str):
+        self.kname = kname
+        self.found: list[Buffer] = []
+
+    def visit_stmt(self, s: Stmt) -> Stmt:
+        if not isinstance(s, Block):
+            return super().visit_stmt(s)
         for b in s.alloc_buffers:
-            if b.scope in _KERNEL_SCOPES:
-                found.append(b)
-            else:
+            if b.scope not in _KERNEL_SCOPES:
                 raise SharedOutsideKernelError(
-                    f"{kname}: block {s.name!r} allocates {b.scope} buffer {b.name!r} inside "
-                    "the kernel; a GPU kernel cannot allocate global memory (give it scope "
-                    "'shared' or 'local', or leave it to the host by computing it in its "
-                    "own kernel)"
+                    f"{self.kname}: block {s.name!r} allocates {b.scope} buffer {b.name!r} "
+                    "inside the kernel; a GPU kernel cannot allocate global memory (give it "
+                    "scope 'shared' or 'local', or leave it to the host by computing it in "
+                    "its own kernel)"
                 )
-        body = _hoist(s.body, kname, found)
-        init = None if s.init is None else _hoist(s.init, kname, found)
+            self.found.append(b)
+        s = super().visit_stmt(replace(s, alloc_buffers=()))
         trivial = (
-            not s.iter_vars and init is None and not s.annotations and not s.match_buffers
+            not s.iter_vars and s.init is None and not s.annotations and not s.match_buffers
             and isinstance(s.predicate, IntImm) and s.predicate.value
         )
-        if trivial:
-            return body
-        return replace(s, body=body, init=init, alloc_buffers=tuple(keep))
-    if isinstance(s, For):
-        body = _hoist(s.body, kname, found)
-        return s if body is s.body else s.with_body(body)
-    if isinstance(s, SeqStmt):
-        return SeqStmt(tuple(_hoist(c, kname, found) for c in s.stmts))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.condition, _hoist(s.then_case, kname, found),
-                          None if s.else_case is None else _hoist(s.else_case, kname, found))
-    if isinstance(s, LetStmt):
-        return replace(s, body=_hoist(s.body, kname, found))
-    return s
+        return s.body if trivial else s
 
 
 def _buffers_used(s: Stmt) -> list[Buffer]:
@@ -332,8 +316,9 @@ def plan_function(name: str, func: PrimFunc, target=None) -> DeviceFunction:
                 f"({' x '.join(str(b) for b in launch.block)}) exceeds the "
                 f"{tgt.max_threads_per_block} that {tgt} allows"
             )
-        found: list[Buffer] = []
-        body = _hoist(s, kname, found)
+        hoist = _Hoist(kname)
+        body = hoist.visit_stmt(s)
+        found = hoist.found
         used = _buffers_used(body)
         used_ids = {id(b) for b in used}
         for b in root_allocs:
@@ -349,7 +334,7 @@ def plan_function(name: str, func: PrimFunc, target=None) -> DeviceFunction:
         thread_vars = {loop.loop_var for loop, _ in _bound_loops(body)
                        if (loop.thread_tag or "") in THREAD_TAGS_GPU}
         # barriers first, then narrower thread loops widened with guards placed below them
-        body = _widen(insert_barriers(body, thread_vars), thread_ext)
+        body = _Widen(thread_ext).visit_stmt(insert_barriers(body, thread_vars))
         kernel = GpuKernel(kname, name, body, tuple(kparams), tuple(func.shape_vars), shared,
                            local, launch)
         if kernel.shared_bytes > tgt.max_shared_memory_per_block:

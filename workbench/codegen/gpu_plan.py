@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.buffer import Buffer
-from ..ir.expr import OpaqueCall, PrimExpr, StringImm, Var
-from ..ir.stmt import Evaluate, PrimFunc, Stmt
+from ..ir.expr import PrimExpr, Var
+from ..ir.stmt import BARRIER_OP, PrimFunc, Stmt, barrier, is_barrier
 
 __all__ = [
     "BARRIER_OP",
@@ -35,19 +35,6 @@ __all__ = [
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS_GPU = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-BARRIER_OP = "tvm_storage_sync"
-
-
-def barrier() -> Evaluate:
-    """The ``__syncthreads()`` statement (TVM's ``T.tvm_storage_sync("shared")``)."""
-    return Evaluate(OpaqueCall(BARRIER_OP, (StringImm("shared"),), "int32"))
-
-
-def is_barrier(s: Stmt) -> bool:
-    """Whether ``s`` is a block-wide barrier statement."""
-    return (
-        isinstance(s, Evaluate) and isinstance(s.value, OpaqueCall) and s.value.op == BARRIER_OP
-    )
 
 
 @dataclass(frozen=True)

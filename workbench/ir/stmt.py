@@ -335,3 +335,29 @@ class IRModule(_Printable):
         from .printer import module_to_str
 
         return module_to_str(self, syntax=syntax, **kw)
+
+
+#: The op of a thread barrier: ``T.tvm_storage_sync("shared")`` is ``__syncthreads()``.
+BARRIER_OP = "tvm_storage_sync"
+
+
+def barrier() -> Evaluate:
+    """The ``__syncthreads()`` statement (TVM's ``T.tvm_storage_sync("shared")``), as the
+    GPU planner and the cross-thread reduction lowering insert it.
+
+    >>> is_barrier(barrier())
+    True
+    """
+    from .expr import OpaqueCall, StringImm
+
+    return Evaluate(OpaqueCall(BARRIER_OP, (StringImm("shared"),), "int32"))
+
+
+def is_barrier(s: Stmt) -> bool:
+    """Whether ``s`` is a block-wide barrier statement."""
+    from .expr import OpaqueCall
+
+    return (
+        isinstance(s, Evaluate) and isinstance(s.value, OpaqueCall) and s.value.op == BARRIER_OP
+    )
+

@@ -87,21 +87,18 @@ from ..expr import (
     FloatImm,
     IntImm,
     Max,
-    Min,
     Mul,
-    OpaqueCall,
     PrimExpr,
-    StringImm,
     Var,
     dtype_limit,
     is_float,
 )
 from ..functor import expr_vars, iter_exprs, iter_stmts, substitute
+from ..reduce import is_identity, split_update, unlet_update
 from ..simplify import struct_key
 from ..stmt import (
     Block,
     BufferStore,
-    Evaluate,
     For,
     IfThenElse,
     IterVar,
@@ -109,23 +106,17 @@ from ..stmt import (
     PrimFunc,
     SeqStmt,
     Stmt,
+    barrier,
 )
 
 __all__ = ["CrossThreadReductionError", "lower_cross_thread_reduction"]
 
 _THREAD_AXES = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-_REDUCERS = {Add: "+", Mul: "*", Min: "min", Max: "max"}
 
 
 class CrossThreadReductionError(ValueError):
     """A reduction over loops bound to ``threadIdx`` that cannot be lowered to an
     all-reduce (the message names the block and the reason)."""
-
-
-def _barrier() -> Evaluate:
-    # the same statement as workbench.codegen.gpu_plan.barrier() (the IR layer does not
-    # import the code generators)
-    return Evaluate(OpaqueCall("tvm_storage_sync", (StringImm("shared"),), "int32"))
 
 
 def _is_thread(loop: For) -> bool:
@@ -201,39 +192,21 @@ def _identity(op: type, dtype: str) -> PrimExpr:
     return dtype_limit(dtype, "min" if op is Max else "max")
 
 
-def _is_identity(op: type, value: PrimExpr) -> bool:
-    """``value`` leaves every value unchanged under ``op`` (``-inf`` and the dtype's
-    lowest value for max, ``+inf`` and its highest for min)."""
-    if not isinstance(value, (IntImm, FloatImm)) or value.dtype == "bool":
-        return False
-    if op is Add or op is Mul:
-        return value.value == (0 if op is Add else 1)
-    limit = dtype_limit(value.dtype, "min" if op is Max else "max").value
-    return value.value <= limit if op is Max else value.value >= limit
-
-
 def _match_update(block: Block) -> tuple[BufferStore, type, PrimExpr]:
-    body = block.body
-    if (isinstance(body, LetStmt) and isinstance(body.body, BufferStore)
-            and body.body.value is body.var):  # v = value; X[idx] = v
-        body = BufferStore(body.body.buffer, body.value, body.body.indices)
+    body = unlet_update(block.body)  # v = value; X[idx] = v
     if not isinstance(body, BufferStore):
         raise _refuse(block, "its body is not a single store `X[idx] = X[idx] op value` "
                              "(two-buffer reductions such as argmax are not lowered)")
-    value = body.value
-    if type(value) not in _REDUCERS:
-        raise _refuse(block, f"the update {value} is not a sum, product, min or max")
-    target = struct_key(BufferLoad(body.buffer, body.indices))
-    if struct_key(value.a) == target:
-        rhs = value.b
-    elif struct_key(value.b) == target:
-        rhs = value.a
-    else:
-        raise _refuse(block, f"the update {value} does not combine {body.buffer.name}[...] "
-                             "with a value by a sum, product, min or max")
-    if any(isinstance(x, BufferLoad) and x.buffer is body.buffer for x in iter_exprs(rhs)):
-        raise _refuse(block, f"the combined value reads {body.buffer.name} again")
-    return body, type(value), rhs
+    split = split_update(body)
+    if isinstance(split, str):
+        value, name = body.value, body.buffer.name
+        raise _refuse(block, {
+            "op": f"the update {value} is not a sum, product, min or max",
+            "operand": f"the update {value} does not combine {name}[...] with a value by a "
+                       "sum, product, min or max",
+            "rereads": f"the combined value reads {name} again",
+        }[split])
+    return body, split[0], split[1]
 
 
 def _init_value(block: Block, store: BufferStore) -> PrimExpr | None:
@@ -412,7 +385,8 @@ def _lower_one(plan: _Plan, taken: set[str]) -> tuple[Stmt, tuple[Buffer, Buffer
         return BufferLoad(red, group + (i,))
 
     init = plan.init_value
-    identity = init if init is not None and _is_identity(op, init) else _identity(op, dtype)
+    keep = init is not None and init.dtype != "bool" and is_identity(op, init)
+    identity = init if keep else _identity(op, dtype)
     acc = BufferLoad(in_thread, (zero,))
     stmts: list[Stmt] = [
         Block(f"{block.name}_in_thread_init", (), (),
@@ -422,7 +396,7 @@ def _lower_one(plan: _Plan, taken: set[str]) -> tuple[Stmt, tuple[Buffer, Buffer
             body=BufferStore(in_thread, combine(acc, plan.rhs), (zero,)),
             reads=None, writes=None)),
         BufferStore(red, acc, group + (tid,)),
-        _barrier(),
+        barrier(),
     ]
     stride = 1
     while stride * 2 < n:
@@ -431,7 +405,7 @@ def _lower_one(plan: _Plan, taken: set[str]) -> tuple[Stmt, tuple[Buffer, Buffer
     while n > 1 and stride >= 1:
         active = n - stride if first else stride
         step = BufferStore(red, combine(red_at(tid), red_at(tid + stride)), group + (tid,))
-        stmts += [IfThenElse(LT(tid, IntImm(active, idx_dtype)), step), _barrier()]
+        stmts += [IfThenElse(LT(tid, IntImm(active, idx_dtype)), step), barrier()]
         first = False
         stride //= 2
     # write-back: B's spatial iter vars (fresh), on the first thread of the group

@@ -36,8 +36,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
-import numpy as np
-
 from ...ir import (
     Add,
     BufferLoad,
@@ -56,7 +54,8 @@ from ...ir import (
     Var,
 )
 from ...ir.expr import EQ, GE, GT, LE, LT, And, Or, Select, dtype_limit
-from ...ir.functor import iter_exprs, uses_var
+from ...ir.functor import iter_exprs
+from ...ir.reduce import is_identity, split_update, unlet_update
 from ...ir.simplify import simplify, struct_key
 from ..errors import ScheduleError
 
@@ -157,65 +156,24 @@ class Reducer:
 # ---------------------------------------------------------------------------
 # single-buffer reducers
 
-_REDUCERS = (Add, Mul, Min, Max)
-
-
-def _is_identity(op: type, value: PrimExpr) -> bool:
-    if not isinstance(value, (IntImm, FloatImm)):
-        return False
-    v, dtype = value.value, value.dtype
-    if op is Add:
-        return v == 0
-    if op is Mul:
-        return v == 1
-    if dtype.startswith("float"):
-        info = np.finfo(dtype)
-        return v <= info.min if op is Max else v >= info.max
-    if dtype == "bool":
-        return False
-    iinfo = np.iinfo(dtype)
-    return v == iinfo.min if op is Max else v == iinfo.max
-
-
-def _unlet_update(body: Stmt) -> Stmt:
-    """``v = value; X[idx] = v`` (a let-binding whose variable is the stored value, as
-    TVM's reducer pattern allows) as the single store ``X[idx] = value``; anything
-    else unchanged."""
-    if (
-        isinstance(body, LetStmt)
-        and isinstance(body.body, BufferStore)
-        and body.body.value is body.var
-        and not any(uses_var(i, body.var) for i in body.body.indices)
-    ):
-        return BufferStore(body.body.buffer, body.value, body.body.indices)
-    return body
-
-
 def _single(func: PrimFunc, block, init: BufferStore, refuse) -> Reducer:
-    body = _unlet_update(block.body)
+    body = unlet_update(block.body)
     if not isinstance(body, BufferStore):
         raise refuse(UnrecognizedReducerError, "the body is not a single store")
     if init.buffer is not body.buffer or [struct_key(i) for i in init.indices] != [
         struct_key(i) for i in body.indices
     ]:
         raise refuse(UnrecognizedReducerError, "init and update write different elements")
-    value = body.value
-    if not isinstance(value, _REDUCERS):
-        raise refuse(UnrecognizedReducerError,
-                     f"the update {value} is not a commutative reduction")
-    target = struct_key(BufferLoad(body.buffer, body.indices))
-    if struct_key(value.a) == target:
-        rhs = value.b
-    elif struct_key(value.b) == target:
-        rhs = value.a
-    else:
-        raise refuse(UnrecognizedReducerError,
-                     f"the update does not combine {body.buffer.name}[...] with a value")
-    if any(isinstance(x, BufferLoad) and x.buffer is body.buffer for x in iter_exprs(rhs)):
-        raise refuse(UnrecognizedReducerError,
-                     f"the combined value reads {body.buffer.name} again")
-    op = type(value)
-    if not _is_identity(op, init.value):
+    split = split_update(body)
+    if isinstance(split, str):
+        why = {
+            "op": f"the update {body.value} is not a commutative reduction",
+            "operand": f"the update does not combine {body.buffer.name}[...] with a value",
+            "rereads": f"the combined value reads {body.buffer.name} again",
+        }[split]
+        raise refuse(UnrecognizedReducerError, why)
+    op, rhs = split
+    if not is_identity(op, init.value):
         sym = {Add: "+", Mul: "*", Min: "min", Max: "max"}[op]
         raise refuse(UnrecognizedReducerError,
                      f"the init value {init.value} is not the identity of {sym}")
