@@ -211,8 +211,9 @@ def test_table_columns_and_values(filled, func):
     df = Database(db.path).table()
     assert list(df.columns) == [
         "workload", "status", "median_ms", "gflops", "decisions", "error", "target", "created",
+        "estimated",
     ]
-    assert len(df) == 5
+    assert len(df) == 5 and not df["estimated"].any()
     assert list(df["status"]) == ["ok", "ok", "timeout", "ok", "crash"]
     assert df["median_ms"][0] == pytest.approx(3e-3)
     assert df["gflops"][1] == pytest.approx(wb.flop_count(func) / 2e-6 / 1e9)

@@ -86,3 +86,15 @@ def test_every_python_block_runs_in_order(tmp_path, monkeypatch, capsys):
     namespace: dict = {"__name__": "readme_all", "__file__": str(path)}
     exec(compile(source, str(path), "exec"), namespace)  # our own README, not user data
     assert "def apply_trace" in capsys.readouterr().out
+
+
+def test_dlight_blocks_run(capsys):
+    """The DLight section's blocks, after the quickstart (they use its imports)."""
+    blocks = _python_blocks()
+    start = next(i for i, b in enumerate(blocks) if "dl.diagnose(mod, *rules" in b)
+    namespace: dict = {"__name__": "readme_dlight"}
+    source = "\n".join([blocks[0], *blocks[start:start + 2]])
+    exec(compile(source, str(README), "exec"), namespace)  # our own README, not user data
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3].startswith("{'transpose': 'Transpose', 'fused_matmul_add_relu': 'Reduction'")
+    assert out[-2:] == ["True", "MyTileAndBind"]

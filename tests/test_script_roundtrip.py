@@ -25,6 +25,8 @@ def test_there_are_goldens_to_read():
 @pytest.mark.parametrize("name", GOLDENS)
 def test_golden_reads_back_to_the_same_text(name):
     text = (GOLDEN_DIR / name).read_text()
+    if text.startswith("kernel "):  # a GPU schedule summary: launch lines, then the IR
+        text = text.split("\n\n", 1)[1]
     x = wb.from_script(text)
     assert x.script() == text.rstrip("\n")
     assert_script_roundtrip(x)

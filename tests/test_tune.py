@@ -295,7 +295,7 @@ def test_progress_bar_runs(capsys):
     [
         ({"trials": 0}, "trials must be a positive integer"),
         ({"strategy": "annealing"}, "unknown strategy 'annealing'"),
-        ({"target": "cuda"}, "target 'cuda' is not supported"),
+        ({"target": "opencl"}, "target 'opencl' is not supported"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
         ({"timeout": -1}, "timeout must be a positive number"),
         ({"numpy_reference": "fast"}, "numpy_reference must be numpy's time"),

@@ -7,7 +7,7 @@
 >>> j0, j1 = sch.split(j, factors=[None, 4])
 """
 
-from . import ir, schedule, script, workloads
+from . import dlight, ir, schedule, script, workloads
 from .codegen.gpu import GpuError
 from .codegen.gpu_instrument import RaceError
 from .ir import (

@@ -40,6 +40,7 @@ sm_86/sm_89, 227 KiB on sm_90).
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ __all__ = [
     "CUDA_ARCHS",
     "GPU_EXTRA_HINT",
     "TARGET_KINDS",
+    "GpuFigures",
     "GpuUnavailableError",
     "Occupancy",
     "Target",
@@ -82,6 +84,44 @@ _ARCHS: dict[str, _ArchLimits] = {
 
 #: The CUDA architectures a target may name.
 CUDA_ARCHS = tuple(_ARCHS)
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """Throughput figures of one GPU part, for estimates (not for legality checks):
+    ``part`` names the GPU the figures are from, ``sm_count`` its streaming
+    multiprocessors, ``peak_fp32_flops`` its FP32 peak (FLOP/s, boost clock, FMA counted
+    as 2), ``dram_bandwidth`` bytes/s, ``clock_hz`` the boost clock. Shared memory moves
+    one 128-byte wavefront (32 banks x 4 bytes) per SM per clock on every one of them.
+
+    >>> Target("cuda", arch="sm_80").figures.part
+    'A100 SXM4'
+    """
+
+    part: str
+    sm_count: int
+    peak_fp32_flops: float
+    dram_bandwidth: float
+    clock_hz: float
+
+    @property
+    def shared_bandwidth_per_sm(self) -> float:
+        """Shared-memory bytes per second one SM moves without bank conflicts."""
+        return _SHARED_BANKS * _BANK_BYTES * self.clock_hz
+
+
+# One common part per architecture. Sources: NVIDIA's data sheets / whitepapers of each
+# part (Tesla V100 SXM2, Tesla T4, A100 SXM4 40GB, A10, L4, H100 SXM5), boost clocks and
+# FP32 peaks as printed there; shared memory: 32 banks of 4 bytes per clock (CUDA C++
+# Programming Guide, "Shared Memory" of each compute capability).
+_FIGURES: dict[str, GpuFigures] = {
+    "sm_70": GpuFigures("Tesla V100 SXM2", 80, 15.7e12, 900e9, 1530e6),
+    "sm_75": GpuFigures("Tesla T4", 40, 8.1e12, 320e9, 1590e6),
+    "sm_80": GpuFigures("A100 SXM4", 108, 19.5e12, 1555e9, 1410e6),
+    "sm_86": GpuFigures("A10", 72, 31.2e12, 600e9, 1695e6),
+    "sm_89": GpuFigures("L4", 58, 30.3e12, 300e9, 2040e6),
+    "sm_90": GpuFigures("H100 SXM5", 132, 66.9e12, 3350e9, 1980e6),
+}
 DEFAULT_CUDA_ARCH = "sm_80"
 
 # the same on every supported architecture
@@ -98,6 +138,7 @@ _BANK_BYTES = 4
 
 # TVM target-dict keys that describe things this library does not model
 _IGNORED_TVM_KEYS = ("host", "keys", "tag", "libs", "model")
+_CURRENT: contextvars.ContextVar[tuple] = contextvars.ContextVar("workbench_target", default=())
 
 
 class GpuUnavailableError(RuntimeError):
@@ -329,6 +370,30 @@ class Target:
             )
         return cls("cuda", arch=arch)
 
+    # -- scope ----------------------------------------------------------------------
+
+    def __enter__(self) -> Target:
+        """``with wb.Target("cuda"):`` makes this the target of what runs inside
+        (:meth:`current`), as TVM's ``with target:`` does.
+
+        >>> with Target("cuda", arch="sm_90"):
+        ...     Target.current().arch
+        'sm_90'
+        >>> Target.current() is None
+        True
+        """
+        _CURRENT.set((*_CURRENT.get(), self))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.set(_CURRENT.get()[:-1])
+
+    @staticmethod
+    def current() -> Target | None:
+        """The innermost target of a ``with target:`` block, or None."""
+        stack = _CURRENT.get()
+        return stack[-1] if stack else None
+
     # -- display --------------------------------------------------------------------
 
     def __str__(self) -> str:
@@ -340,6 +405,12 @@ class Target:
     @property
     def is_gpu(self) -> bool:
         return self.kind == "cuda"
+
+    @property
+    def figures(self) -> GpuFigures | None:
+        """Throughput figures of a common GPU of this architecture (for estimates: see
+        :class:`GpuFigures`); None on the C target."""
+        return _FIGURES.get(self.arch) if self.kind == "cuda" else None  # type: ignore
 
     # -- occupancy ------------------------------------------------------------------
 

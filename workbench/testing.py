@@ -833,3 +833,61 @@ def requires_gpu(test: Callable) -> Callable:
 
 
 __all__ += ["gpu_unavailable_reason", "requires_gpu"]
+
+
+# ---------------------------------------------------------------------------
+# GPU schedules (DLight rules, the GPU search space): one summary for golden files and
+# one nvcc check, so every rule's tests read the same way
+
+
+def gpu_schedule_summary(scheduled: Schedule | IRModule | PrimFunc, target: Any = "cuda") -> str:
+    """A golden-file text for a GPU schedule: per kernel its launch grid and block,
+    threads, shared and local bytes, then the scheduled IR.
+
+    >>> import workbench as wb
+    >>> from workbench import dlight as dl
+    >>> sch = dl.gpu.Fallback().apply(wb.workloads.transpose(64, 64), wb.Target("cuda"), False)
+    >>> print(gpu_schedule_summary(sch).splitlines()[0])
+    kernel transpose_kernel: grid (4, 1, 1) block (1024, 1, 1) threads 1024 shared 0 B local 0 B
+    """
+    from .codegen.gpu import lower_for_gpu
+    from .ir.printer import expr_to_str
+
+    mod = scheduled.mod if isinstance(scheduled, Schedule) else scheduled
+    if isinstance(mod, PrimFunc):
+        mod = IRModule.from_funcs(mod)
+    _, device = lower_for_gpu(mod, target)
+
+    def dims(t) -> str:
+        return "(" + ", ".join(x if isinstance(x, str) else str(x) if isinstance(x, int)
+                               else expr_to_str(x) for x in t) + ")"
+
+    lines = [
+        f"kernel {k.name}: grid {dims(k.launch.grid)} block {dims(k.launch.block)} threads "
+        f"{k.launch.threads_per_block} shared {k.shared_bytes} B local {k.local_bytes} B"
+        for k in device.kernels
+    ]
+    return "\n".join(lines) + "\n\n" + mod.script()
+
+
+def check_nvcc(scheduled: Schedule | IRModule | PrimFunc,
+               archs: tuple[str, ...] = ("sm_80", "sm_90")) -> dict[str, str]:
+    """Generate CUDA for a GPU schedule and compile it with nvcc for each of ``archs``
+    (raises :class:`~workbench.codegen.nvcc.CudaCompileError` with nvcc's messages);
+    returns ``{arch: ptx}``. Tests calling it carry the ``nvcc`` mark (skipped, with
+    the reason, where nvcc is missing)."""
+    from .codegen.cuda import generate_cuda
+    from .codegen.gpu import lower_for_gpu
+    from .codegen.nvcc import compile_cuda
+
+    mod = scheduled.mod if isinstance(scheduled, Schedule) else scheduled
+    if isinstance(mod, PrimFunc):
+        mod = IRModule.from_funcs(mod)
+    out = {}
+    for arch in archs:
+        _, device = lower_for_gpu(mod, {"kind": "cuda", "arch": arch})
+        out[arch] = compile_cuda(generate_cuda(device), arch, "ptx")
+    return out
+
+
+__all__ += ["check_nvcc", "gpu_schedule_summary"]

@@ -40,12 +40,28 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import te
+from .demo_model import (
+    DEMO_MLP_CALLS,
+    Call,
+    demo_mlp,
+    demo_mlp_forward,
+    demo_mlp_params,
+    demo_mlp_ref,
+    run_calls,
+)
 from .ir.expr import exp as _exp
 from .ir.expr import logical_and, rsqrt, select
 from .ir.functor import Mutator
 from .ir.stmt import Block, PrimFunc
 
 __all__ = [
+    "DEMO_MLP_CALLS",
+    "Call",
+    "demo_mlp",
+    "demo_mlp_forward",
+    "demo_mlp_params",
+    "demo_mlp_ref",
+    "run_calls",
     "WORKLOADS",
     "Workload",
     "batch_matmul",

@@ -380,7 +380,7 @@ def lower_for_gpu(mod, target=None) -> tuple[IRModule, DeviceModule]:
     from .c import as_ir_module
 
     tgt = _target(target)
-    lowered = lower(as_ir_module(mod))
+    lowered = lower(as_ir_module(mod), gpu=True)
     items = [(name, lower_cross_thread_reduction(f)) for name, f in lowered.functions]
     if any(new is not old for (_, new), (_, old) in zip(items, lowered.functions)):
         lowered = IRModule(tuple(items))
@@ -442,6 +442,20 @@ def _merge(a: _Access, b: _Access) -> _Access:
 class _Planner:
     def __init__(self, thread_vars: set[Var]):
         self.dep = set(thread_vars)  # variables whose value differs between threads
+        # (id(stmt), incoming state) -> (stmt, planned stmt, outgoing state): a loop body is
+        # planned twice (the second time for the next iteration), nested loops again
+        # inside each; planning a planned statement again from the same state changes
+        # nothing, so both the input and the output are remembered
+        self.memo: dict[tuple[int, _Access], tuple[Stmt, Stmt, _Access]] = {}
+        self.access_memo: dict[int, tuple[Stmt, _Access]] = {}
+
+    def accesses(self, s: Stmt) -> _Access:
+        hit = self.access_memo.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        acc = _accesses(s)
+        self.access_memo[id(s)] = (s, acc)
+        return acc
 
     def depends(self, e: PrimExpr) -> bool:
         return any(isinstance(x, Var) and x in self.dep for x in iter_exprs(e))
@@ -462,7 +476,7 @@ class _Planner:
                 out.append(c)
                 state = _EMPTY
                 continue
-            acc = _accesses(c)
+            acc = self.accesses(c)
             if not acc[0] and not acc[1]:
                 out.append(c)
                 continue
@@ -482,6 +496,17 @@ class _Planner:
         return out, state
 
     def visit(self, s: Stmt, state: _Access) -> tuple[Stmt, _Access]:
+        if not isinstance(s, For):
+            return self._visit(s, state)
+        hit = self.memo.get((id(s), state))
+        if hit is not None and hit[0] is s:
+            return hit[1], hit[2]
+        out, after = self._visit(s, state)
+        self.memo[(id(s), state)] = (s, out, after)
+        self.memo[(id(out), state)] = (out, out, after)
+        return out, after
+
+    def _visit(self, s: Stmt, state: _Access) -> tuple[Stmt, _Access]:
         if isinstance(s, For):
             per_thread_loop = s.kind == "thread_binding" and (s.thread_tag or "") in (
                 THREAD_TAGS_GPU + BLOCK_TAGS

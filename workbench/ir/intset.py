@@ -100,7 +100,41 @@ def prove_le(a: PrimExpr, b: PrimExpr, bounds: Bounds | None = None) -> bool:
     if isinstance(d, IntImm):
         return d.value >= 0
     lo, _ = int_range(d, bounds)
+    if lo is not None and lo >= 0:
+        return True
+    relaxed = _relax_rounding(d)
+    if relaxed is None:
+        return False
+    relaxed = simplify(relaxed, bounds)
+    if isinstance(relaxed, IntImm):
+        return relaxed.value >= 0
+    lo, _ = int_range(relaxed, bounds)
     return lo is not None and lo >= 0
+
+
+def _relax_rounding(d: PrimExpr) -> PrimExpr | None:
+    """A lower bound of ``d`` free of the rounding terms of a linear sum: ``x // c``
+    with coefficient ``k`` (``x // c * c`` is within ``[x - c + 1, x]``) and ``x % c``
+    (within ``[0, c - 1]``), so that ``(n + 3) // 4 * 4 - n >= 0`` is proven for any
+    ``n``. None when ``d`` has no such term."""
+    terms, cst = _linear(d)
+    out: PrimExpr = IntImm(cst, d.dtype)
+    changed = False
+    for atom, k in terms:
+        if isinstance(atom, E.FloorDiv) and isinstance(atom.b, IntImm) and atom.b.value > 0:
+            c = atom.b.value
+            # k * (x // c) >= k * (x - c + 1) / c when k > 0, >= k * x / c when k < 0
+            if k % c == 0:
+                q = k // c
+                out = out + (atom.a - (c - 1)) * q if k > 0 else out + atom.a * q
+                changed = True
+                continue
+        if isinstance(atom, E.FloorMod) and isinstance(atom.b, IntImm) and atom.b.value > 0:
+            out = out + (IntImm(0, d.dtype) if k > 0 else IntImm((atom.b.value - 1) * k, d.dtype))
+            changed = True
+            continue
+        out = out + atom * k
+    return out if changed else None
 
 
 def smin(a: PrimExpr, b: PrimExpr, bounds: Bounds | None = None) -> PrimExpr:

@@ -169,8 +169,33 @@ def _build(terms, cst: int, dtype: str) -> PrimExpr:
     return result
 
 
+def _fold_divmod(terms, cst: int):
+    """Fold ``y // c * (k*c) + (y % c) * k`` into ``y * k`` (true for every integer
+    ``y`` and ``c > 0``), repeatedly, so re-fused indices such as
+    ``v // 14 * 14 + v % 14`` come back to ``v``."""
+    while True:
+        for i, (t, k) in enumerate(terms):
+            if not (isinstance(t, FloorDiv) and isinstance(t.b, IntImm) and t.b.value > 0
+                    and k % t.b.value == 0):
+                continue
+            want = struct_key(floormod(t.a, t.b))
+            j = next((j for j, (u, kk) in enumerate(terms)
+                      if j != i and kk == k // t.b.value and struct_key(u) == want), None)
+            if j is None:
+                continue
+            inner, c = _linear(t.a)
+            rest = [x for n, x in enumerate(terms) if n not in (i, j)]
+            terms = _merge(rest, [(x, kk * (k // t.b.value)) for x, kk in inner])
+            cst += c * (k // t.b.value)
+            break
+        else:
+            return terms, cst
+
+
 def _canon(e: PrimExpr) -> PrimExpr:
     terms, cst = _linear(e)
+    if any(isinstance(t, FloorDiv) for t, _ in terms):
+        terms, cst = _fold_divmod(terms, cst)
     return _build(terms, cst, e.dtype)
 
 

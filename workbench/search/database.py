@@ -12,7 +12,10 @@ MetaSchedule's ``JSONDatabase``:
     one line per measured candidate: ``{"workload": index, "trace": [[insts],
     [decisions]], "run_secs": [seconds per repeat] or null, "status": "ok" | "timeout"
     | ..., "error": ..., "target": "c", "args_info": [[shape, dtype], ...], "created":
-    ISO time}``.
+    ISO time}``, plus ``"estimated": true`` on a record whose ``run_secs`` is the GPU
+    emulator's estimate (``wb.tune(..., estimate="emulator")``) rather than a
+    measurement. Estimated and measured records are never mixed: ``query_best`` and
+    ``best_record`` look at measured ones unless asked for ``estimated=True``.
 
 Each line is appended with a single ``os.write`` on a file opened with ``O_APPEND``,
 then ``fsync``: a kill mid-tune leaves at most one partial last line. Loading parses
@@ -69,6 +72,7 @@ WORKLOADS_FILE = "workloads.jsonl"
 RECORDS_FILE = "records.jsonl"
 TABLE_COLUMNS = [
     "workload", "status", "median_ms", "gflops", "decisions", "error", "target", "created",
+    "estimated",
 ]
 _SHORT_KIND = {"SamplePerfectTile": "tile", "SampleCategorical": "cat",
                "SampleComputeLocation": "loc"}
@@ -108,7 +112,8 @@ class Record:
     ``workload`` is the index of its function in ``workloads.jsonl``; ``trace_json`` the
     trace in TVM's JSON shape; ``run_secs`` the seconds of each repeat (None when the
     candidate failed); ``status`` is ``"ok"`` or the failure (``"build_error"``,
-    ``"run_error"``, ``"timeout"``, ``"crash"``) with ``error`` saying why.
+    ``"run_error"``, ``"timeout"``, ``"crash"``) with ``error`` saying why;
+    ``estimated``: ``run_secs`` is an emulator estimate, not a measurement.
 
     >>> r = Record(0, [[], []], (3e-6, 1e-6, 2e-6), "ok", "", "c", [], "")
     >>> r.median, r.ok
@@ -123,6 +128,7 @@ class Record:
     target: str
     args_info: list
     created: str
+    estimated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -231,8 +237,11 @@ def _parse_record(obj: Any, workloads: dict[int, Workload]) -> Record:
         if not (isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], list)
                 and all(isinstance(d, int) for d in arg[0]) and isinstance(arg[1], str)):
             raise _Corrupt("field 'args_info' must be a list of [shape, dtype]")
+    estimated = obj.get("estimated", False)
+    if not isinstance(estimated, bool):
+        raise _Corrupt(f"field 'estimated' must be true or false, got {estimated!r}")
     return Record(index, trace, run_secs, status, obj["error"], obj["target"],
-                  obj["args_info"], obj["created"])
+                  obj["args_info"], obj["created"], estimated)
 
 
 def _read_lines(path: Path) -> list[tuple[int, bytes, bool]]:
@@ -356,8 +365,8 @@ class Database:
     ...     db = Database(path)
     ...     _ = db.commit(func, wb.Schedule(func).trace,
     ...                   wb.Measurement(samples=(1e-6,), number=1, repeat=1))
-    ...     list(db.table().columns)
-    ['workload', 'status', 'median_ms', 'gflops', 'decisions', 'error', 'target', 'created']
+    ...     list(db.table().columns)[-3:]
+    ['target', 'created', 'estimated']
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -474,10 +483,11 @@ class Database:
 
     # ------------------------------------------------------------------ public API
     def commit(self, func: PrimFunc | IRModule, trace: Trace | list | str, result: Any,
-               target: str = "c") -> Record:
+               target: str = "c", estimated: bool = False) -> Record:
         """Append one measured candidate (and its workload, the first time) and return
         its :class:`Record`. ``result`` is a ``RunResult`` (``status``, ``measurement``,
-        ``error``) or a :class:`Measurement` (a successful run).
+        ``error``) or a :class:`Measurement` (a successful run); ``estimated=True``
+        marks its times as an emulator estimate.
 
         >>> import tempfile, workbench as wb
         >>> from types import SimpleNamespace
@@ -505,6 +515,8 @@ class Database:
                 "args_info": [[list(p.shape), p.dtype] for p in f.params],
                 "created": _now(),
             }
+            if estimated:
+                obj["estimated"] = True
             line = json.dumps(obj, allow_nan=False)
             _append_line(self.records_path, line)
             record = _parse_record(json.loads(line), self._workloads)
@@ -542,20 +554,25 @@ class Database:
             indices = set(self._indices(func))
             return [r for r in self._records if r.workload in indices]
 
-    def best_record(self, func: PrimFunc | IRModule, target: str | None = None) -> Record | None:
+    def best_record(self, func: PrimFunc | IRModule, target: str | None = None,
+                    estimated: bool = False) -> Record | None:
         """The successful record of ``func`` with the lowest median time (the first such,
-        on ties), optionally only for ``target``; None when there is none.
+        on ties), optionally only for ``target``; None when there is none. Only measured
+        records count, or with ``estimated=True`` only emulator-estimated ones.
 
         >>> import tempfile, workbench as wb
         >>> with tempfile.TemporaryDirectory() as path:
         ...     Database(path).best_record(wb.workloads.matmul(8, 8, 8)) is None
         True
         """
-        ok = [r for r in self.records(func) if r.ok and (target is None or r.target == target)]
+        ok = [r for r in self.records(func) if r.ok and (target is None or r.target == target)
+              and r.estimated == bool(estimated)]
         return min(ok, key=lambda r: r.median) if ok else None  # type: ignore[arg-type,return-value]
 
-    def query_best(self, func: PrimFunc | IRModule, target: str | None = None) -> Schedule | None:
+    def query_best(self, func: PrimFunc | IRModule, target: str | None = None,
+                   estimated: bool = False) -> Schedule | None:
         """A fresh ``Schedule(func)`` with the best record's trace replayed, or None.
+        Measured records only; ``estimated=True``: emulator-estimated ones only.
 
         Raises :class:`TraceError` (naming the step) if that trace does not replay on
         ``func``; a stored trace is data, never executed.
@@ -565,7 +582,7 @@ class Database:
         ...     Database(path).query_best(wb.workloads.matmul(8, 8, 8)) is None
         True
         """
-        record = self.best_record(func, target)
+        record = self.best_record(func, target, estimated)
         if record is None:
             return None
         sch = Schedule(func)
@@ -641,7 +658,7 @@ class Database:
     def table(self, func: PrimFunc | IRModule | None = None) -> pandas.DataFrame:
         """The records (all, or ``func``'s) as a DataFrame, one row per candidate in file
         order: workload name, status, median latency in ms, GFLOPS (when the workload's
-        flop count is known), decisions, error, target, creation time.
+        flop count is known), decisions, error, target, creation time, estimated.
 
         >>> import tempfile, workbench as wb
         >>> with tempfile.TemporaryDirectory() as path:
@@ -671,6 +688,7 @@ class Database:
                     "error": r.error,
                     "target": r.target,
                     "created": r.created,
+                    "estimated": r.estimated,
                 })
         df = pd.DataFrame(rows, columns=TABLE_COLUMNS)
         return df.astype({"median_ms": "float64", "gflops": "float64"})

@@ -100,6 +100,7 @@ class Candidate:
     key: str
     source_hash: str
     origin: str = "random"  # "random" | "mutant"
+    device: Any = None  # GPU targets: the planned DeviceModule (lower_for_gpu)
 
     @property
     def trace_json(self) -> list:
@@ -119,12 +120,15 @@ class CandidateFactory:
     instead of ``sch``) or None. A space or replay that raises :class:`ScheduleError`
     gives no candidate (``None``); ``rejected`` counts those and ``duplicates`` the
     candidates refused as seen before (same trace, or a different trace that generates
-    the same C).
+    the same C). For a GPU ``target`` (``"cuda"``, a Target...) the candidate is
+    planned for the GPU (``lower_for_gpu``) and compared by its CUDA source; one the
+    planner refuses (too many threads or too much shared memory: ``GpuError``) is
+    rejected too.
     """
 
     func: PrimFunc | IRModule
     space: Space
-    target: str = "c"
+    target: Any = "c"  # "c", or a GPU target (string, dict or Target)
     seen_traces: set[str] = field(default_factory=set)
     seen_sources: set[str] = field(default_factory=set)
     rejected: int = 0
@@ -136,13 +140,34 @@ class CandidateFactory:
             self.duplicates += 1
             return None
         self.seen_traces.add(key)
-        source = generate_c_source(lower(sch.mod)).text
+        device = None
+        if self._gpu_target() is None:
+            source = generate_c_source(lower(sch.mod)).text
+        else:
+            from ..codegen.cuda import generate_cuda
+            from ..codegen.gpu import GpuError, lower_for_gpu
+
+            try:
+                _, device = lower_for_gpu(sch.mod, self._gpu_target())
+            except GpuError:
+                self.rejected += 1
+                return None
+            source = generate_cuda(device)
         source_hash = hashlib.sha256(source.encode()).hexdigest()[:16]
         if source_hash in self.seen_sources:
             self.duplicates += 1
             return None
         self.seen_sources.add(source_hash)
-        return Candidate(sch.trace, sch.mod, key, source_hash, origin)
+        return Candidate(sch.trace, sch.mod, key, source_hash, origin, device)
+
+    def _gpu_target(self) -> Any:
+        """The target as a GPU Target, or None for the CPU."""
+        if self.target == "c":
+            return None
+        from ..target import Target
+
+        tgt = Target.from_any(self.target)
+        return tgt if tgt.is_gpu else None
 
     def sample(self, seed: int) -> Candidate | None:
         """Apply the space to ``Schedule(func, seed=seed)``; None if it refused or the

@@ -42,7 +42,9 @@ class Trial:
 
     ``status`` is ``"ok"``, ``"build_error"``, ``"run_error"``, ``"timeout"`` or
     ``"crash"``; ``latency`` the median seconds per run (None when it failed);
-    ``cached``: taken from the database instead of measured in this run.
+    ``cached``: taken from the database instead of measured in this run;
+    ``estimated``: ``latency`` is the GPU emulator's estimate
+    (``wb.tune(..., estimate="emulator")``), not a measurement.
     """
 
     index: int
@@ -54,6 +56,7 @@ class Trial:
     error: str = ""
     cached: bool = False
     origin: str = "random"
+    estimated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -77,6 +80,7 @@ class Best:
     gflops: float | None
     func: PrimFunc | IRModule = field(repr=False)
     target: str = "c"
+    estimated: bool = False  # latency is an emulator estimate, not a measurement
 
     @property
     def schedule(self) -> Schedule:
@@ -93,7 +97,9 @@ class Best:
 
     def __repr__(self) -> str:
         gflops = "" if self.gflops is None else f", {self.gflops:.1f} GFLOPS"
-        return f"Best({self.latency * 1e3:.4f} ms{gflops}, {len(self.trace)} instructions)"
+        what = " estimated (emulator profile, not measured)" if self.estimated else ""
+        return (f"Best({self.latency * 1e3:.4f} ms{what}{gflops}, {len(self.trace)} "
+                "instructions)")
 
 
 def _func_name(func: PrimFunc | IRModule) -> str:
@@ -157,7 +163,9 @@ class TuneResult:
     of new candidates first. ``seed`` is the seed the run used (drawn when none was
     given: pass it again to repeat the run); ``rejected`` counts candidates the space
     or a replay refused (``ScheduleError``) and ``duplicates`` those discarded as
-    already seen (same trace or same generated C).
+    already seen (same trace or same generated C). ``estimated``: the latencies are
+    the GPU emulator's estimates (``wb.tune(..., estimate="emulator")``), which the
+    summary, the HTML view and the plot say.
     """
 
     def __init__(
@@ -176,8 +184,10 @@ class TuneResult:
         seed: int | None = None,
         rejected: int = 0,
         duplicates: int = 0,
+        estimated: bool = False,
     ):
         self.func = func
+        self.estimated = estimated
         self.trials = trials
         self.flops = flops
         self.wall_time = wall_time
@@ -199,6 +209,7 @@ class TuneResult:
         *,
         target: str | None = None,
         numpy_time: float | None = None,
+        estimated: bool = False,
     ) -> TuneResult:
         """The records of ``func`` in a tuning database as a result: one trial per
         record, in the order they were measured, each marked ``cached`` (it comes from
@@ -206,6 +217,8 @@ class TuneResult:
         is a :class:`~workbench.search.database.Database` or its folder; ``target``
         keeps only that target's records. ``wall_time`` is the time between the first
         and the last record; ``rejected`` counts records whose trace could not be read.
+        ``estimated=True`` takes the emulator-estimated records instead of the measured
+        ones (the two are never mixed).
 
         >>> import tempfile, workbench as wb
         >>> func = wb.workloads.matmul(16, 16, 16)
@@ -228,7 +241,8 @@ class TuneResult:
         if not isinstance(database, Database):
             raise TypeError("TuneResult.from_database: expected a Database or its folder, "
                             f"got {type(database).__name__}")
-        records = [r for r in database.records(func) if target is None or r.target == target]
+        records = [r for r in database.records(func)
+                   if (target is None or r.target == target) and r.estimated == estimated]
         trials: list[Trial] = []
         unreadable = 0
         for r in records:
@@ -239,7 +253,7 @@ class TuneResult:
                 continue
             trials.append(Trial(len(trials), trace, r.status, r.median,
                                 describe_decisions(trace), "", r.error, cached=True,
-                                origin=""))
+                                origin="", estimated=r.estimated))
         targets = {r.target for r in records}
         return cls(
             func,
@@ -251,6 +265,7 @@ class TuneResult:
             strategy="database",
             target=target or (targets.pop() if len(targets) == 1 else "c"),
             rejected=unreadable,
+            estimated=estimated,
         )
 
     # ------------------------------------------------------------------ values
@@ -267,7 +282,8 @@ class TuneResult:
         if not ok:
             return None
         t = min(ok, key=lambda t: (t.latency, t.index))
-        return Best(t.trace, t.latency, self.gflops(t.latency), self.func, self.target)
+        return Best(t.trace, t.latency, self.gflops(t.latency), self.func, self.target,
+                    self.estimated)
 
     @property
     def failures(self) -> list[Trial]:
@@ -349,9 +365,15 @@ class TuneResult:
         if refs and max(refs) / min(refs) > 10:
             ax.set_yscale("log")
         ax.set_xlabel("trial")
-        ax.set_ylabel("median latency (ms)")
+        if self.estimated:
+            from .gpu_estimate import ESTIMATE_LABEL
+
+            ax.set_ylabel(f"{ESTIMATE_LABEL} (ms)", fontsize="small")
+        else:
+            ax.set_ylabel("median latency (ms)")
         ax.set_title(f"{_func_name(self.func)}: {self.strategy or 'search'}, "
-                     f"{len(self.trials)} trials")
+                     f"{len(self.trials)} trials"
+                     + (" (estimated, not measured)" if self.estimated else ""))
         if self.trials:
             ax.legend(loc="upper right", fontsize="small")
         return fig
@@ -368,6 +390,9 @@ class TuneResult:
             parts.append("no successful trial")
         else:
             text = f"best {best.latency * 1e3:.3f} ms"
+            if self.estimated:
+                text = (f"best estimated {best.latency * 1e3:.3f} ms (emulator profile, "
+                        "not measured)")
             if best.gflops is not None:
                 text += f" = {best.gflops:.1f} GFLOPS"
                 if self.peak:
@@ -398,8 +423,11 @@ class TuneResult:
                    "decisions", "cached"]
         if (top.error != "").any():
             columns.append("error")
-        parts.append(top[columns].to_html(index=False, float_format=lambda x: f"{x:.4g}",
-                                          na_rep="", classes="wb-tune-table"))
+        shown = top[columns]
+        if self.estimated:  # say it in the column too
+            shown = shown.rename(columns={"latency_ms": "estimated_latency_ms"})
+        parts.append(shown.to_html(index=False, float_format=lambda x: f"{x:.4g}",
+                                   na_rep="", classes="wb-tune-table"))
         if len(table) > HTML_TOP_ROWS:
             parts.append(f"<p><small>The {HTML_TOP_ROWS} fastest of {len(table)} trials; "
                          "<code>result.table</code> has them all.</small></p>")
@@ -419,6 +447,7 @@ class TuneResult:
             "best_gflops": None if best is None else best.gflops,
             "best_trace": None if best is None else best.trace.as_json_obj(),
             "peak": self.peak,
+            "estimated": self.estimated,
             "trials": [
                 {"trial": t.index, "status": t.status, "latency": t.latency,
                  "decisions": t.decisions, "source_hash": t.source_hash,

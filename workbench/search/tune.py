@@ -15,6 +15,15 @@ The loop, batch after batch until ``trials`` candidates are done:
 
 Ctrl-C (KeyboardInterrupt) stops the run cleanly: ``tune`` returns what was measured,
 which is also in the database already.
+
+For a CUDA target (``"cuda"``, ``"cuda -arch=sm_90"``, a ``wb.Target`` or its dict) the
+default space is :func:`~workbench.search.gpu_space.default_gpu_space`, candidates are
+planned for the GPU (one the planner refuses is dropped), built as CUDA and timed on the
+GPU with CUDA events in the isolated worker. Without a GPU (or cupy) ``tune`` refuses
+before doing anything, unless ``estimate="emulator"``: each candidate then runs once in
+the GPU emulator and its memory profile becomes an *estimated* latency
+(:mod:`workbench.search.gpu_estimate`), labelled as such in the result, its plot and
+the database.
 """
 
 from __future__ import annotations
@@ -39,22 +48,77 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["STRATEGIES", "tune"]
 
 STRATEGIES = ("evolutionary", "random")
+ESTIMATES = ("emulator",)
 
 #: Timer settings for measuring a candidate during search (see ``wb.measure``).
 SEARCH_TIMER: dict[str, Any] = {"repeat": 3, "min_repeat_ms": 50, "warmup": 1}
 
 
-def _check_args(trials: Any, strategy: Any, target: Any, batch_size: Any, timeout: Any) -> None:
+def _check_args(trials: Any, strategy: Any, batch_size: Any, timeout: Any) -> None:
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"tune: trials must be a positive integer, got {trials!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"tune: unknown strategy {strategy!r}; choose one of {STRATEGIES}")
-    if target != "c":
-        raise ValueError(f"tune: target {target!r} is not supported yet; use target='c'")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"tune: batch_size must be a positive integer, got {batch_size!r}")
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise ValueError(f"tune: timeout must be a positive number of seconds, got {timeout!r}")
+
+
+def _gpu_target(target: Any, estimate: Any) -> Any:
+    """The GPU Target for a CUDA ``target``, None for ``"c"``; checks ``estimate``."""
+    if estimate is not None and estimate not in ESTIMATES:
+        raise ValueError(f"tune: estimate must be None or one of {ESTIMATES}, got {estimate!r}")
+    if isinstance(target, str) and target == "c":
+        if estimate is not None:
+            raise ValueError("tune: estimate='emulator' estimates GPU latencies; the C "
+                             "target is measured (use target='cuda')")
+        return None
+    from ..target import Target
+
+    try:
+        tgt = Target.from_any(target)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"tune: target {target!r} is not supported: {err}") from None
+    if not tgt.is_gpu:
+        return _gpu_target("c", estimate)
+    return tgt
+
+
+def _require_gpu(tgt: Any) -> None:
+    """Refuse (GpuUnavailableError) to measure on ``tgt`` without a GPU, naming the two
+    ways out."""
+    from ..target import GPU_EXTRA_HINT, GpuUnavailableError, require_device
+
+    try:
+        require_device("wb.tune")
+    except GpuUnavailableError as err:
+        raise GpuUnavailableError(
+            f"wb.tune(target='{tgt}') measures every candidate on a GPU, and there is none "
+            f"here ({err}). Either run on a machine with an NVIDIA GPU and cupy "
+            f"({GPU_EXTRA_HINT}; from a checkout: pip install .[gpu]), or pass "
+            "estimate='emulator' to rank the candidates by the GPU emulator's memory "
+            "profile (an estimated latency, not a measurement)"
+        ) from None
+
+
+def _estimator(tgt: Any) -> Callable[[Candidate], RunResult]:
+    """``candidate -> RunResult`` whose measurement is the emulator-profile estimate
+    (one sample, in seconds)."""
+    from ..codegen.cstyle import CodegenError
+    from ..runtime.compiler import CompileError
+    from ..runtime.isolation import RunResult
+    from ..runtime.timing import Measurement
+    from .gpu_estimate import estimate_schedule
+
+    def estimate(cand: Candidate) -> RunResult:
+        try:
+            est = estimate_schedule(cand.mod, tgt, device=cand.device)
+        except (CodegenError, CompileError, ValueError) as err:
+            return RunResult("build_error", None, f"{type(err).__name__}: {err}")
+        return RunResult("ok", Measurement(samples=(est.seconds,), number=1, repeat=1))
+
+    return estimate
 
 
 def _as_func(func: Any) -> PrimFunc | IRModule:
@@ -92,10 +156,10 @@ def _default_measurer(timeout: float) -> Callable[[Kernel], RunResult]:
     return measure
 
 
-def _default_builder(mods: Sequence[IRModule]) -> list:
+def _default_builder(mods: Sequence[IRModule], target: str = "c") -> list:
     from ..runtime.isolation import build_many
 
-    return build_many(list(mods), max_workers=2)
+    return build_many(list(mods), max_workers=2, target=target)
 
 
 def _open_database(database: Any) -> Database | None:
@@ -106,7 +170,9 @@ def _open_database(database: Any) -> Database | None:
     return Database(database)
 
 
-def _peak() -> float:
+def _peak(tgt: Any = None) -> float:
+    if tgt is not None:  # the GPU part's FP32 peak (see Target.figures)
+        return tgt.figures.peak_fp32_flops / 1e9
     from ..runtime.peak import peak_gflops
 
     return peak_gflops()
@@ -131,7 +197,7 @@ def tune(
     space: Callable[[Schedule], Schedule | None] | None = None,
     trials: int = 64,
     strategy: str = "evolutionary",
-    target: str = "c",
+    target: Any = "c",
     database: Database | str | Path | None = None,
     seed: int | None = None,
     timeout: float = 10.0,
@@ -143,6 +209,7 @@ def tune(
     cost_model: bool | Any = False,
     builder: Callable[[Sequence[IRModule]], list] | None = None,
     callback: Callable[[Trial], None] | None = None,
+    estimate: str | None = None,
 ) -> TuneResult:
     """Search for the fastest schedule of ``func`` and return a :class:`TuneResult`.
 
@@ -163,6 +230,10 @@ def tune(
     measured. ``callback(trial)`` is called after each trial (a live dashboard uses it:
     ``wb.tune(func, callback=dashboard.add_trial)``); an exception it raises propagates
     out of ``tune`` (what was measured so far is already in the database).
+    ``target`` is ``"c"`` or a CUDA target (``"cuda"``, ``"cuda -arch=sm_90"``, a
+    ``wb.Target``, a dict): see the module docstring; on a machine without a GPU a CUDA
+    target needs ``estimate="emulator"`` (estimated latencies, labelled as such
+    everywhere) or a ``measurer`` of your own.
 
     >>> import workbench as wb
     >>> def space(sch):
@@ -175,24 +246,37 @@ def tune(
     (3, True)
     """
     func = _as_func(func)
-    _check_args(trials, strategy, target, batch_size, timeout)
+    _check_args(trials, strategy, batch_size, timeout)
+    gpu = _gpu_target(target, estimate)
+    if gpu is not None and estimate is None and measurer is None:
+        _require_gpu(gpu)  # before any work
+    target = "c" if gpu is None else str(gpu)
+    estimated = estimate is not None
     numpy_time = _numpy_seconds(numpy_reference)
     if space is None:
-        from .space import default_space
+        if gpu is not None:
+            from .gpu_space import default_gpu_space
 
-        space = default_space(func, target=target)
+            space = default_gpu_space(func, gpu)
+        else:
+            from .space import default_space
+
+            space = default_space(func, target=target)
     if seed is None:
         seed = random.SystemRandom().getrandbits(32)
     rng = random.Random(seed)
     db = _open_database(database)
-    measure = measurer if measurer is not None else _default_measurer(timeout)
-    build = builder if builder is not None else _default_builder
+    estimator = _estimator(gpu) if estimated else None
+    measure = measurer if measurer is not None or estimated else _default_measurer(timeout)
+    build = builder if builder is not None else (lambda mods: _default_builder(mods, target))
     factory = CandidateFactory(func, space, target)
     search = _make_search(strategy, factory, rng, trials, batch_size, cost_model)
     known = {} if db is None else {
-        trace_key(r.trace_json): r for r in db.records(func) if r.target == target
+        trace_key(r.trace_json): r for r in db.records(func)
+        if r.target == target and r.estimated == estimated
     }
-    run = _Run(func, db, target, search, flop_count(func), progress, trials, callback)
+    run = _Run(func, db, target, search, flop_count(func), progress, trials, callback,
+               estimated)
 
     start = perf_counter()
     interrupted = exhausted = False
@@ -209,6 +293,10 @@ def tune(
                     fresh.append(cand)
                 else:
                     run.add_known(cand, record)
+            if estimator is not None:
+                for cand in fresh:
+                    run.add_result(cand, estimator(cand))
+                continue
             kernels = build([c.mod for c in fresh]) if fresh else []
             for cand, kernel in zip(fresh, kernels, strict=True):
                 run.add_measured(cand, kernel, measure)
@@ -221,10 +309,11 @@ def tune(
         run.trials,
         flops=run.flops,
         wall_time=perf_counter() - start,
-        peak=_peak(),
+        peak=_peak(gpu),
         numpy_time=numpy_time,
         strategy=search.name,
         target=target,
+        estimated=estimated,
         interrupted=interrupted,
         exhausted=exhausted,
         seed=seed,
@@ -236,9 +325,11 @@ def tune(
 class _Run:
     """Book-keeping of one tune run: trials, database commits, the progress bar."""
 
-    def __init__(self, func, db, target, search, flops, progress, total, callback=None):
+    def __init__(self, func, db, target, search, flops, progress, total, callback=None,
+                 estimated=False):
         from tqdm.auto import tqdm
 
+        self.estimated = estimated
         self.func = func
         self.db = db
         self.target = target
@@ -255,13 +346,13 @@ class _Run:
         ok = status == "ok" and latency is not None
         self.trials.append(Trial(len(self.trials), cand.trace, status, latency if ok else None,
                                  cand.decisions, cand.source_hash, error, cached,
-                                 cand.origin))
+                                 cand.origin, self.estimated))
         self.search.tell(cand, latency if ok else None)
         if ok and (self.best is None or latency < self.best):
             self.best = latency
         postfix = {}
         if self.best is not None:
-            postfix["best_ms"] = f"{self.best * 1e3:.4f}"
+            postfix["est_ms" if self.estimated else "best_ms"] = f"{self.best * 1e3:.4f}"
             if self.flops:
                 postfix["GFLOPS"] = f"{self.flops / self.best / 1e9:.1f}"
         self.bar.set_postfix(postfix, refresh=False)
@@ -282,8 +373,13 @@ class _Run:
             result = RunResult(status="build_error", measurement=None, error=kernel)
         else:
             result = measure(kernel)
+        self.add_result(cand, result)
+
+    def add_result(self, cand: Candidate, result: Any) -> None:
+        """Commit a candidate's RunResult (measured or estimated) and count it."""
         if self.db is not None:
-            self.db.commit(self.func, cand.trace, result, target=self.target)
+            self.db.commit(self.func, cand.trace, result, target=self.target,
+                           estimated=self.estimated)
         latency = result.measurement.median if result.ok and result.measurement else None
         self._add(cand, result.status, latency, result.error, cached=False)
 

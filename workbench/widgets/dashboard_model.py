@@ -526,6 +526,8 @@ class DashboardModel:
         if best is None:
             return text + ", no successful trial"
         text += f", best {best.latency * 1e3:.3f} ms"  # type: ignore[operator]
+        if getattr(best, "estimated", False):
+            text += " estimated (emulator profile, not measured)"
         gflops = self.gflops(best.latency)
         if gflops is not None:
             text += f" = {gflops:.1f} GFLOPS"

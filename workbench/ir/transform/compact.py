@@ -124,6 +124,9 @@ class _Plan:
     new: Buffer
     site: _Scope
     mins: tuple[PrimExpr, ...]
+    # per-thread buffers: thread tag -> the variable that stands for that thread index in
+    # ``mins`` (each access substitutes the loop bound to the tag around it)
+    canon: dict[str, Var] = field(default_factory=dict)
 
 
 @dataclass
@@ -253,7 +256,8 @@ def _has_load(e: PrimExpr) -> bool:
     return any(isinstance(x, BufferLoad) for x in iter_exprs(e))
 
 
-def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
+def _plan(buf: Buffer, site: _Scope, accesses: list[_Access], per_thread_local: bool = False
+          ) -> _Plan | None:
     chain = _lca([a.scopes for a in accesses])
     depth = next((k for k, sc in enumerate(chain) if sc.pos == site.pos), None)
     if depth is None:  # a reduction needs the buffer above its block: leave it there
@@ -275,6 +279,9 @@ def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
         for sc in chain
         if isinstance(sc.node, For) and sc.node.loop_var not in threads
     }
+    canon = _per_thread_indices(buf, accesses, n) if per_thread_local else {}
+    for var, extent in canon.values():
+        outer[var] = (0, extent - 1)
     box: list = [EMPTY for _ in buf.shape]
     for a in accesses:
         if a.indices is None:
@@ -283,11 +290,17 @@ def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
                for sc in a.scopes[n:]):
             return None  # relaxing a loop of symbolic extent: keep the buffer as it is
         inner = dict(threads)
-        inner.update({
-            sc.node.loop_var: (const(sc.node.min), const(sc.node.end - 1))
-            for sc in a.scopes[n:]
-            if isinstance(sc.node, For)
-        })
+        rename: dict[Var, PrimExpr] = {}
+        for sc in a.scopes[n:]:
+            if not isinstance(sc.node, For):
+                continue
+            if sc.node.kind == "thread_binding" and sc.node.thread_tag in canon:
+                rename[sc.node.loop_var] = canon[sc.node.thread_tag][0]
+            else:
+                inner[sc.node.loop_var] = (const(sc.node.min), const(sc.node.end - 1))
+        if rename:
+            a = _Access(tuple(substitute(i, rename) for i in a.indices), a.scopes,
+                        tuple(substitute(c, rename) for c in a.conds))
         bounds = dict(outer)
         bounds.update({v: (lo.value, hi.value) for v, (lo, hi) in inner.items()})
         dom = inner
@@ -324,7 +337,38 @@ def _plan(buf: Buffer, site: _Scope, accesses: list[_Access]) -> _Plan | None:
     if tuple(shape) == buf.shape:  # nothing to shrink: the buffer stays where it is
         return None
     new = buf if tuple(shape) == buf.shape else buf.with_(shape=tuple(shape))
-    return _Plan(buf, new, where, tuple(mins))
+    return _Plan(buf, new, where, tuple(mins), {t: v for t, (v, _) in canon.items()})
+
+
+def _per_thread_indices(buf: Buffer, accesses: list[_Access], n: int
+                        ) -> dict[str, tuple[Var, int]]:
+    """For a buffer each thread has its own copy of (``local``), the thread loops below
+    the allocation point are not relaxed: every loop bound to one thread axis stands for
+    the same thread index (TVM unifies them, UnifyThreadBinding, before compacting), so
+    the copy only needs what one thread touches. Returns tag -> (a variable standing for
+    that index, the largest extent), for the tags every access is under; empty where the
+    buffer is shared or an access is outside such loops."""
+    if shares_storage(buf.scope, "threadIdx.x"):
+        return {}
+    tags: dict[str, int] | None = None
+    for a in accesses:
+        if a.indices is None:
+            continue
+        mine: dict[str, int] = {}
+        for sc in a.scopes[n:]:
+            node = sc.node
+            if isinstance(node, For) and node.kind == "thread_binding":
+                if not isinstance(node.extent, int) or node.min:
+                    return {}
+                tag = node.thread_tag or ""
+                mine[tag] = max(mine.get(tag, 0), node.extent)
+        if tags is None:
+            tags = mine
+        else:
+            tags = {t: max(e, mine[t]) for t, e in tags.items() if t in mine}
+    if not tags:
+        return {}
+    return {t: (Var(t.replace(".", "_"), "int32"), e) for t, e in tags.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -336,12 +380,17 @@ class _Indices(Mutator):
 
     def __init__(self, plans: dict[Buffer, _Plan]):
         self.plans = plans
+        self.threads: dict[str, Var] = {}  # thread tag -> the loop bound to it around here
 
     def _shift(self, buf: Buffer, indices: tuple[PrimExpr, ...]):
         plan = self.plans[buf]
+        mins = plan.mins
+        if plan.canon:
+            here = {v: self.threads[t] for t, v in plan.canon.items() if t in self.threads}
+            mins = tuple(substitute(m, here) for m in mins)
         out = tuple(
             i if isinstance(m, IntImm) and m.value == 0 else simplify(i - m)
-            for i, m in zip(indices, plan.mins)
+            for i, m in zip(indices, mins)
         )
         return plan.new, out
 
@@ -378,7 +427,13 @@ class _Rewriter:
 
     def stmt(self, s: Stmt, pos: Pos) -> Stmt:
         if isinstance(s, For):
-            body = self.stmt(s.body, pos + (0,))
+            threads = self.exprs.threads
+            if s.kind == "thread_binding":
+                self.exprs.threads = {**threads, s.thread_tag or "": s.loop_var}
+            try:
+                body = self.stmt(s.body, pos + (0,))
+            finally:
+                self.exprs.threads = threads
             bufs = self.incoming.get(pos)
             if bufs:
                 body = Block(self._name(bufs), (), (), body, alloc_buffers=tuple(bufs))
@@ -442,10 +497,14 @@ class _Rewriter:
         return name
 
 
-def compact_buffer_allocation(func: PrimFunc) -> PrimFunc:
+def compact_buffer_allocation(func: PrimFunc, *, per_thread_local: bool = False) -> PrimFunc:
     """``func`` with every allocated buffer moved to the innermost loop/block that holds
     all its accesses and shrunk to the region accessed there (module docstring).
     Parameters never change; a function with nothing to compact is returned as is.
+    ``per_thread_local=True`` (for a GPU, where each thread has its own ``local``
+    buffers) shrinks a ``local`` buffer to one thread's part even where thread loops
+    below its allocation point index it (each loop bound to an axis standing for the
+    same thread index); on the CPU those loops run in turn and share the buffer.
 
     >>> import workbench as wb
     >>> func = wb.workloads.mm_relu(16, 16, 16)   # Y is used by two separate loop nests
@@ -466,7 +525,7 @@ def compact_buffer_allocation(func: PrimFunc) -> PrimFunc:
         accesses = collector.accesses.get(buf)
         if not accesses or buf in viewed:
             continue
-        plan = _plan(buf, collector.sites[buf], accesses)
+        plan = _plan(buf, collector.sites[buf], accesses, per_thread_local)
         if plan is not None:
             plans[buf] = plan
     if not plans:

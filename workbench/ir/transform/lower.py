@@ -21,7 +21,7 @@ def _as_module(x: object) -> IRModule:
     )
 
 
-def lower(mod_or_func: IRModule | PrimFunc) -> IRModule:
+def lower(mod_or_func: IRModule | PrimFunc, *, gpu: bool = False) -> IRModule:
     """The module as the code generator sees it, after TVM-style lowering passes.
 
     Today one pass runs on every function:
@@ -29,7 +29,10 @@ def lower(mod_or_func: IRModule | PrimFunc) -> IRModule:
     intermediate/cache buffer to the innermost loop that holds all its accesses and
     shrinks it to the tile used there (TVM's CompactBufferAllocation). Parameters never
     change, so the lowered module takes the same arrays. Accepts a PrimFunc, an IRModule
-    or a Schedule; the input is not modified (IR is immutable).
+    or a Schedule; the input is not modified (IR is immutable). ``gpu=True`` (what the
+    GPU build uses) gives each thread its own tile of a ``local`` buffer; on the CPU,
+    where thread-bound loops run one after the other, such buffers keep every thread's
+    part.
 
     >>> import workbench as wb
     >>> func = wb.workloads.mm_relu(16, 16, 16)
@@ -43,7 +46,7 @@ def lower(mod_or_func: IRModule | PrimFunc) -> IRModule:
     items = []
     changed = False
     for name, func in mod.functions:
-        new = compact_buffer_allocation(func)
+        new = compact_buffer_allocation(func, per_thread_local=gpu)
         changed = changed or new is not func
         items.append((name, new))
     return IRModule(tuple(items)) if changed else mod

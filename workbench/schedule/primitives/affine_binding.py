@@ -128,11 +128,16 @@ def affine_problem(
     domain = {v: e[1] if isinstance(e, tuple) else e for v, e in domain.items()}
     if not domain or any(not isinstance(e, int) for e in domain.values()):
         return None
+    # a unit loop is a constant (its only value), as in TVM's iter-map analysis: a
+    # predicate ``x0 * 1024 + x1 < 512`` with ``x0`` of extent 1 bounds ``x1`` alone
+    unit = {v: IntImm(0, v.dtype) for v, e in domain.items() if e == 1}
+    shift.update(unit)
+    domain = {v: e for v, e in domain.items() if v not in unit}
     if shift:  # a loop over [min, min + extent) is min plus an iterator from 0
         from ...ir.functor import substitute
 
-        values = [substitute(v, shift) for v in values]
-        predicate = None if predicate is None else substitute(predicate, shift)
+        values = [simplify(substitute(v, shift)) for v in values]
+        predicate = None if predicate is None else simplify(substitute(predicate, shift))
     used = set()
     for v in values:
         used |= {x for x in iter_exprs(v) if isinstance(x, Var) and x in domain}

@@ -332,8 +332,39 @@ def _var_domains(
 def _update_affine(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds) -> bool:
     """TVM's UpdateBlockVarDomainAffine: the provided point is a bijective affine map of
     the iter vars; invert it at the required box's corners (and at the buffer's)."""
-    if any(isinstance(iv.extent, PrimExpr) for iv in iter_vars.values()):
+    if not any(isinstance(iv.extent, PrimExpr) for iv in iter_vars.values()):
+        return _update_affine_all(p, r, buf, iter_vars, doms, bounds)
+    # symbolic extents: a dimension indexed by an iter var alone, used by no other
+    # dimension, is its own identity piece of the map and is inverted directly, so its
+    # extent may be symbolic (a padded batch ``(n + 3) // 4 * 4`` next to ``v0 * 8 + v1``);
+    # the other dimensions must form a bijective map of iter vars with known extents
+    lone = {}
+    for d, (index, _) in enumerate(p):
+        if isinstance(index, Var) and index in iter_vars and not any(
+            index in expr_vars(other) for e, (other, _) in enumerate(p) if e != d
+        ):
+            lone[d] = index
+    rest = [d for d in range(len(p)) if d not in lone]
+    rest_vars = {v: iv.extent for v, iv in iter_vars.items() if v not in lone.values()}
+    if not lone or not rest or any(isinstance(e, PrimExpr) for e in rest_vars.values()):
         return False  # the affine inversion needs known extents: solve per dimension
+    m = detect_iter_map([p[d][0] for d in rest], rest_vars)
+    if m is None:
+        return False
+    shape = [buf.shape[d] for d in rest]
+    lo = inverse_iter_map(m, [r[d][0] for d in rest], bounds)
+    hi = inverse_iter_map(m, [r[d][1] for d in rest], bounds)
+    blo = inverse_iter_map(m, [const(0) for _ in shape])
+    bhi = inverse_iter_map(m, [const(s - 1) for s in shape])
+    if lo is None or hi is None or blo is None or bhi is None:
+        return False
+    for d, v in lone.items():
+        doms[v].union(r[d], (const(0), simplify(buf.shape[d] - 1)), bounds)
+    _union_inverse(p, r, buf, iter_vars, doms, bounds, lo, hi, blo, bhi)
+    return True
+
+
+def _update_affine_all(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds) -> bool:
     m = detect_iter_map([iv[0] for iv in p], {v: iv.extent for v, iv in iter_vars.items()})
     if m is None:
         return False
@@ -343,6 +374,11 @@ def _update_affine(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds) -> bool
     bhi = inverse_iter_map(m, [const(s - 1) for s in buf.shape])
     if lo is None or hi is None or blo is None or bhi is None:
         return False
+    _union_inverse(p, r, buf, iter_vars, doms, bounds, lo, hi, blo, bhi)
+    return True
+
+
+def _union_inverse(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds, lo, hi, blo, bhi):
     for v in lo:
         dom = (smin(lo[v], hi[v], bounds), smax(lo[v], hi[v], bounds))
         bound = (smin(blo[v], bhi[v]), smax(blo[v], bhi[v]))
@@ -353,7 +389,6 @@ def _update_affine(p: Box, r: Box, buf: Buffer, iter_vars, doms, bounds) -> bool
         iv = iter_vars.get(index) if isinstance(index, Var) else None
         if iv is not None and iv.extent == 1 and index not in lo:
             doms[index].union(r[d], _const_iv(0, buf.shape[d] - 1), bounds)
-    return True
 
 
 # ---------------------------------------------------------------------------

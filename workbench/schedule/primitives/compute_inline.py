@@ -173,12 +173,21 @@ def _store_inverse(primitive: str, func: PrimFunc, block: Block, store: BufferSt
     var). Otherwise the indices must be a bijective affine map of the iter vars, which is
     inverted onto placeholder variables, one per index."""
     ivs = block.iter_vars
-    if len(ivs) == len(store.indices) and all(
+    indices = list(store.indices)
+    # a unit dimension of the buffer written at 0 (a reindex copy's leading 0) needs no
+    # iter var: it gets a placeholder of its own, which the value does not use
+    unit = [n for n, (idx, dim) in enumerate(zip(indices, store.buffer.shape, strict=False))
+            if is_static(dim) and dim == 1 and isinstance(idx, IntImm) and not idx.value]
+    spare = {n: Var(f"ph_{n}", indices[n].dtype) for n in unit} \
+        if len(indices) - len(unit) == len(ivs) < len(indices) else {}
+    kept = [i for n, i in enumerate(indices) if n not in spare]
+    if len(ivs) == len(kept) and all(
         idx is iv.var or (iv.extent == 1 and isinstance(idx, IntImm) and idx.value == 0)
-        for idx, iv in zip(store.indices, ivs, strict=True)
+        for idx, iv in zip(kept, ivs, strict=True)
     ):
-        holders = [iv.var for iv in ivs]
-        zeros = {iv.var: const(0, iv.var.dtype) for iv, i in zip(ivs, store.indices)
+        it = iter(ivs)
+        holders = [spare[n] if n in spare else next(it).var for n in range(len(indices))]
+        zeros = {iv.var: const(0, iv.var.dtype) for iv, i in zip(ivs, kept)
                  if i is not iv.var}
         return holders, substitute(store.value, zeros)
     m = detect_iter_map(store.indices, _iter_extents(block), bijective=True)
@@ -354,7 +363,7 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
             blocks=[block_name, producer.name],
         )
     load_indices = loads[0].indices
-    mapping = _direct_inverse(block, load_indices, pstore.indices)
+    mapping = _direct_inverse(block, load_indices, pstore.indices, buf.shape)
     if mapping is None and all(is_static(iv.extent) for iv in block.iter_vars):
         m = detect_iter_map(load_indices, _iter_extents(block), bijective=False)
         mapping = inverse_iter_map(m, pstore.indices) if m is not None else None
@@ -418,11 +427,19 @@ def reverse_compute_inline(func: PrimFunc, block_name: str) -> PrimFunc:
     return remove_alloc(func, buf)
 
 
-def _direct_inverse(block: Block, load_indices, store_indices) -> dict | None:
+def _direct_inverse(block: Block, load_indices, store_indices, shape=None) -> dict | None:
     """TVM's trivial case, which needs no iter map (and so works for symbolic extents):
     the consumer reads the buffer at its iter vars in order (a unit iter var may be read
-    at 0). Then each iter var is the producer's store index at its position."""
+    at 0, and a unit dimension of the buffer is read at 0 by no iter var). Then each
+    iter var is the producer's store index at its position."""
     ivs = block.iter_vars
+    if shape is not None and len(load_indices) == len(shape) == len(store_indices):
+        keep = [n for n, (idx, dim) in enumerate(zip(load_indices, shape, strict=True))
+                if not (is_static(dim) and dim == 1 and isinstance(idx, IntImm)
+                        and not idx.value)]
+        if len(keep) == len(ivs) < len(load_indices):
+            load_indices = [load_indices[n] for n in keep]
+            store_indices = [store_indices[n] for n in keep]
     if len(load_indices) != len(ivs) or len(store_indices) != len(ivs):
         return None
     mapping: dict = {}

@@ -160,20 +160,29 @@ class FactorAxisOutOfRangeError(ScheduleError, ValueError):
 # checks shared by both primitives
 
 
-def _quasi_affine(e: PrimExpr) -> bool:
-    """Sums of loop variables times constants, floordiv/floormod by positive constants."""
+def _quasi_affine(e: PrimExpr, loop_vars: frozenset = frozenset()) -> bool:
+    """Sums of loop variables times constants, floordiv/floormod by positive constants.
+    With ``loop_vars`` given, an expression using none of them (a symbolic shape such as
+    ``n``) counts as a constant too, as in TVM's affine analysis: fusing loops of extents
+    ``4`` and ``n`` binds ``fused // n`` and ``fused % n``."""
+
+    def constant(x: PrimExpr) -> bool:
+        if isinstance(x, IntImm):
+            return x.value > 0
+        return bool(loop_vars) and not (expr_vars(x) & loop_vars)
+
     if isinstance(e, (Var, IntImm)):
         return True
     if isinstance(e, (Add, Sub)):
-        return _quasi_affine(e.a) and _quasi_affine(e.b)
+        return _quasi_affine(e.a, loop_vars) and _quasi_affine(e.b, loop_vars)
     if isinstance(e, Mul):
-        if isinstance(e.b, IntImm):
-            return _quasi_affine(e.a)
-        if isinstance(e.a, IntImm):
-            return _quasi_affine(e.b)
+        if isinstance(e.b, IntImm) or constant(e.b):
+            return _quasi_affine(e.a, loop_vars)
+        if isinstance(e.a, IntImm) or constant(e.a):
+            return _quasi_affine(e.b, loop_vars)
         return False
     if isinstance(e, (FloorDiv, FloorMod)):
-        return isinstance(e.b, IntImm) and e.b.value > 0 and _quasi_affine(e.a)
+        return constant(e.b) and _quasi_affine(e.a, loop_vars)
     return False
 
 
@@ -192,10 +201,11 @@ def check_reduction_block(primitive: str, func: PrimFunc, path: list[Stmt]) -> B
     # as in TVM, a block with an init and only spatial iter vars is a reduction block
     # too (its init then runs before each instance); decompose_reduction accepts it
     reduce_vars = {iv.var for iv in block.iter_vars if iv.kind == "R"}
+    loop_vars = frozenset(s.loop_var for s in path if isinstance(s, For))
     for iv, value in zip(block.iter_vars, block.iter_values, strict=True):
         if iv.kind not in ("S", "R"):  # (rolling_buffer makes its rolling axis opaque)
             raise refuse(f"its iter var {iv.var.name} is neither spatial nor a reduction")
-        if not _quasi_affine(value):
+        if not _quasi_affine(value, loop_vars):
             raise refuse(f"the binding of {iv.var.name} ({value}) is not quasi-affine")
     for w in block.writes or ():
         for mn, _ in w.region:
@@ -281,7 +291,8 @@ def decompose_reduction(
         if any(iv.kind == "R" and uses_var(v, lp.loop_var)
                for iv, v in zip(block.iter_vars, block.iter_values, strict=True))])
     for lp in loops[idx:]:
-        if not any(uses_var(v, lp.loop_var) for v in block.iter_values):
+        unit = isinstance(lp.extent, int) and lp.extent == 1  # runs once: harmless
+        if not unit and not any(uses_var(v, lp.loop_var) for v in block.iter_values):
             raise LoopHeightError(
                 p,
                 f'loop "{lp.loop_var.name}" at or below loop "{loop_var.name}" drives none of '

@@ -105,13 +105,20 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map: IndexMap)
     try:
         mapped = index_map.map_indices(old_vars)
         new_extents = index_map.map_shape(extents)
-        inverse = index_map.inverse(extents)
+        try:
+            inverse = index_map.inverse(extents)
+        except IndexMapError:
+            inverse = _selection_inverse(mapped, old_vars, extents)
+            if inverse is None:
+                raise
     except IndexMapError as e:
         raise NotBijectiveAffineIndexMapError(
             P, f'the index map {index_map} is not a bijective affine map of the iteration '
             f'space of block "{block_name}" ({e})', func, blocks=[block_name]) from None
     new_ivs = []
     for n, (expr, ext) in enumerate(zip(mapped, new_extents, strict=True)):
+        if isinstance(ext, IntImm):  # a constant extent of a map over a symbolic shape
+            ext = ext.value
         used = {kinds[x] for x in iter_exprs(expr) if isinstance(x, Var) and x in kinds}
         if isinstance(ext, int) and ext == 1:
             kind = "S"
@@ -140,6 +147,24 @@ def transform_block_layout(func: PrimFunc, block_name: str, index_map: IndexMap)
         return replace_path(func, path, stmt)
     top_at = path.index(loops[0])
     return replace_path(func, path[: top_at + 1], stmt)
+
+
+def _selection_inverse(mapped: list[PrimExpr], old_vars: list[Var], extents) -> IndexMap | None:
+    """The inverse of a map that keeps some iter vars as they are, in any order, and drops
+    (or adds, as a constant 0) unit ones: what normalizing a block does. It holds for
+    symbolic extents too, where the general inverse needs constant ones. None for any
+    other map."""
+    pos: dict[Var, int] = {}
+    for k, e in enumerate(mapped):
+        if isinstance(e, Var) and e in old_vars and e not in pos:
+            pos[e] = k
+        elif not (isinstance(e, IntImm) and e.value == 0):
+            return None
+    for v, ext in zip(old_vars, extents, strict=True):
+        if v not in pos and not (ext == 1 or isinstance(ext, IntImm) and ext.value == 1):
+            return None
+    new = [Var(f"i{k}", e.dtype) for k, e in enumerate(mapped)]
+    return IndexMap(new, [new[pos[v]] if v in pos else IntImm(0, v.dtype) for v in old_vars])
 
 
 def _simplified(s: Stmt, bounds: dict) -> Stmt:
