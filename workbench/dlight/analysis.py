@@ -39,6 +39,7 @@ __all__ = [
     "is_reduction_block",
     "max_shared_memory_per_block",
     "max_threads_per_block",
+    "normalize_or_decline",
     "normalize_prim_func",
     "suggest_threads_per_block",
     "try_inline",
@@ -218,6 +219,18 @@ def normalize_prim_func(sch: Schedule) -> list[BlockInfo] | None:
                 pass  # as in TVM: a block that cannot be re-indexed is kept as it is
         infos.append(BlockInfo(sch.get(rv).name, _iter_infos(sch, rv), rv,
                                is_reduction_block(sch, rv)))
+    return infos
+
+
+def normalize_or_decline(sch: Schedule) -> list[BlockInfo]:
+    """:func:`normalize_prim_func`, or :class:`~workbench.dlight.Declined` with the
+    reason when the function has no normal form (what every built-in rule does first)."""
+    from .base import Declined
+
+    infos = normalize_prim_func(sch)
+    if infos is None:
+        raise Declined("not in normal form: a block's loops do not bind its iter vars one "
+                       "to one (or a loop does not start at 0)")
     return infos
 
 

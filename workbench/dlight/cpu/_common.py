@@ -18,6 +18,7 @@ from ...ir import Block, BufferStore, PrimExpr, Var
 from ...ir.functor import expr_vars
 from ...schedule import BlockRV, LoopRV, Schedule
 from ..analysis import BlockInfo, get_extent
+from ..base import CPUScheduleRule
 
 #: Iterations (of the whole loop nest) below which an OpenMP parallel loop costs more
 #: than it saves: waking the thread team takes microseconds, as much as ~30k simple
@@ -182,3 +183,17 @@ def group_loops(info: BlockInfo) -> dict[str, list[LoopRV]]:
     for it in info.iters:
         groups[it.kind if it.kind in groups else "O"].append(it.loop_rv)
     return groups
+
+
+class MachineRule(CPUScheduleRule):
+    """A CPU rule that sizes its schedule to the machine: ``vector_bits`` (default: from
+    the CPU's flags, :func:`vector_bits`) and ``num_cores`` (default: :func:`cores`);
+    tests fix both so that the schedules do not depend on the machine."""
+
+    def __init__(self, vector_bits: int | None = None, num_cores: int | None = None):
+        self.vector_bits = vector_bits
+        self.num_cores = num_cores
+
+    def machine(self) -> tuple[int, int]:
+        """``(vector bits, cores)`` this rule schedules for."""
+        return self.vector_bits or vector_bits(), self.num_cores or cores()

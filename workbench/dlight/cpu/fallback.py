@@ -11,10 +11,9 @@ from ..analysis import (
     BlockInfo,
     collect_block_iter_vars_used_in_access_region,
     get_extent,
-    normalize_prim_func,
+    normalize_or_decline,
     try_inline,
 )
-from ..base import CPUScheduleRule, Declined
 from . import _common as C
 
 #: The tile edge of a transpose (16 x 16 float32: 16 rows of one cache line each).
@@ -24,7 +23,7 @@ TILE = 16
 CHUNK = 1024
 
 
-class Fallback(CPUScheduleRule):
+class Fallback(C.MachineRule):
     """Matches every function in normal form: correct everywhere, fast where the
     layout is friendly; the diagnosis flags the functions that end up here.
 
@@ -57,18 +56,10 @@ class Fallback(CPUScheduleRule):
     True
     """
 
-    def __init__(self, vector_bits: int | None = None, num_cores: int | None = None):
-        self.vector_bits = vector_bits
-        self.num_cores = num_cores
-
     def apply(self, func, target, tunable) -> Schedule:
-        bits = self.vector_bits or C.vector_bits()
-        cores = self.num_cores or C.cores()
+        bits, cores = self.machine()
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars "
-                           "one to one")
+        infos = normalize_or_decline(sch)
         for info in try_inline(sch, infos):
             lanes = C.vector_lanes(C.dtype_of(sch, info.block_rv), bits)
             self._schedule_block(sch, info, lanes, cores)

@@ -23,10 +23,10 @@ from ..analysis import (
     BlockInfo,
     collect_block_iter_vars_used_in_access_region,
     get_extent,
-    normalize_prim_func,
+    normalize_or_decline,
     try_inline_contiguous_spatial,
 )
-from ..base import CPUScheduleRule, Declined
+from ..base import Declined
 from . import _common as C
 
 
@@ -72,7 +72,7 @@ def gemv_vectors(sch: Schedule, info: BlockInfo) -> list[str]:
     return vectors
 
 
-class GEMV(CPUScheduleRule):
+class GEMV(C.MachineRule):
     """Matrix-vector products on the CPU (TVM's ``dlight.cpu.GEMV``): rows in parallel,
     the inner loop vectorized.
 
@@ -96,18 +96,10 @@ class GEMV(CPUScheduleRule):
     True
     """
 
-    def __init__(self, vector_bits: int | None = None, num_cores: int | None = None):
-        self.vector_bits = vector_bits
-        self.num_cores = num_cores
-
     def apply(self, func, target, tunable) -> Schedule:
-        bits = self.vector_bits or C.vector_bits()
-        cores = self.num_cores or C.cores()
+        bits, cores = self.machine()
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars "
-                           "one to one")
+        infos = normalize_or_decline(sch)
         infos = try_inline_contiguous_spatial(sch, infos)
         if not infos or len(infos) > 2:
             names = ", ".join(f'"{i.name}"' for i in infos or [])

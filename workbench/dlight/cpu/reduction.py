@@ -25,8 +25,13 @@ import re
 from ...ir import Block, IntImm
 from ...ir.analysis import structural_equal
 from ...schedule import BlockRV, LoopRV, Schedule
-from ..analysis import BlockInfo, get_extent, get_root_block, normalize_prim_func
-from ..base import CPUScheduleRule, Declined
+from ..analysis import (
+    BlockInfo,
+    get_extent,
+    get_root_block,
+    normalize_or_decline,
+)
+from ..base import Declined
 from . import _common as C
 
 
@@ -41,7 +46,7 @@ def _same_extent(a, b) -> bool:
     return a is b or structural_equal(a, b)
 
 
-class Reduction(CPUScheduleRule):
+class Reduction(C.MachineRule):
     """Row reductions on the CPU (TVM's ``dlight.cpu.Reduction``): rows in parallel,
     every block of a row computed together, reductions and elementwise loops
     vectorized.
@@ -73,18 +78,10 @@ class Reduction(CPUScheduleRule):
     True
     """
 
-    def __init__(self, vector_bits: int | None = None, num_cores: int | None = None):
-        self.vector_bits = vector_bits
-        self.num_cores = num_cores
-
     def apply(self, func, target, tunable) -> Schedule:
-        bits = self.vector_bits or C.vector_bits()
-        cores = self.num_cores or C.cores()
+        bits, cores = self.machine()
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars "
-                           "one to one")
+        infos = normalize_or_decline(sch)
         reductions = [i for i in infos if not i.is_injective()]
         if not reductions:
             raise Declined("no reduction block: every block is elementwise")

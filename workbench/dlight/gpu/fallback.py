@@ -5,8 +5,8 @@ block one thread per output element (its spatial loops fused and split into
 from __future__ import annotations
 
 from ...schedule import LoopRV, Schedule
-from ..analysis import max_threads_per_block, normalize_prim_func, try_inline
-from ..base import Declined, GPUScheduleRule
+from ..analysis import max_threads_per_block, normalize_or_decline, try_inline
+from ..base import GPUScheduleRule
 
 
 class Fallback(GPUScheduleRule):
@@ -22,10 +22,7 @@ class Fallback(GPUScheduleRule):
     def apply(self, func, target, tunable) -> Schedule:
         threads = max_threads_per_block(target)
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars "
-                           "one to one")
+        infos = normalize_or_decline(sch)
         infos = try_inline(sch, infos)
         reductions: list[tuple] = []
         for info in infos:

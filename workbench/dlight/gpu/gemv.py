@@ -40,7 +40,7 @@ from ..analysis import (
     is_broadcast_epilogue,
     max_shared_memory_per_block,
     max_threads_per_block,
-    normalize_prim_func,
+    normalize_or_decline,
     try_inline_contiguous_spatial,
 )
 from ..base import Declined, GPUScheduleRule
@@ -201,10 +201,7 @@ def dtype_bytes(dtype: str) -> int:
 def prepare(func, target, rule: str) -> tuple[Schedule, BlockInfo, BlockInfo | None]:
     """Normal form, inline spatial blocks, and find the GEMV block and its epilogue."""
     sch = Schedule(func)
-    infos = normalize_prim_func(sch)
-    if infos is None:
-        raise Declined("not in normal form: a block's loops do not bind its iter vars one "
-                       "to one")
+    infos = normalize_or_decline(sch)
     infos = try_inline_contiguous_spatial(sch, infos)
     reductions = [i.name for i in infos if not i.is_injective()]
     if not reductions:

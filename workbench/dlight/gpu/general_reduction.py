@@ -19,7 +19,11 @@ from ...ir.functor import expr_vars
 from ...ir.index_map import IndexMap
 from ...ir.simplify import simplify
 from ...schedule import Schedule, ScheduleError
-from ..analysis import get_block_info, normalize_prim_func, try_inline_contiguous_spatial
+from ..analysis import (
+    get_block_info,
+    normalize_or_decline,
+    try_inline_contiguous_spatial,
+)
 from ..base import Declined, GPUScheduleRule
 
 __all__ = ["GeneralReduction"]
@@ -51,10 +55,7 @@ class GeneralReduction(GPUScheduleRule):
     def apply(self, func, target, tunable) -> Schedule:
         len_tx, unroll = self.len_tx, self.unroll_depth
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars "
-                           "one to one")
+        infos = normalize_or_decline(sch)
         infos = try_inline_contiguous_spatial(sch, infos)
         if not infos:
             raise Declined("no block to schedule")

@@ -40,6 +40,7 @@ from ..analysis import (
     collect_block_iter_vars_used_in_access_region,
     get_extent,
     max_threads_per_block,
+    normalize_or_decline,
     normalize_prim_func,
     try_inline_contiguous_spatial,
 )
@@ -104,10 +105,7 @@ class LowBatchGEMV(GPUScheduleRule):
 
     def apply(self, func, target, tunable) -> Schedule:
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars one "
-                           "to one")
+        infos = normalize_or_decline(sch)
         reductions = [i for i in infos if i.is_reduction()]
         if len(reductions) != 1:
             raise Declined(f"{len(reductions)} reduction blocks; LowBatchGEMV takes exactly one")

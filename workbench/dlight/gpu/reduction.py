@@ -32,7 +32,7 @@ from ..analysis import (
     detect_dominant_read,
     get_extent,
     is_broadcast_epilogue,
-    normalize_prim_func,
+    normalize_or_decline,
     suggest_threads_per_block,
     try_inline_contiguous_spatial,
 )
@@ -122,10 +122,7 @@ class Reduction(GPUScheduleRule):
 
     def apply(self, func, target, tunable) -> Schedule:
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars "
-                           "one to one")
+        infos = normalize_or_decline(sch)
         infos = try_inline_contiguous_spatial(sch, infos)
         if not infos:
             raise Declined("no block to schedule")

@@ -16,7 +16,11 @@ from __future__ import annotations
 from ...ir.expr import BufferLoad
 from ...ir.stmt import BufferStore
 from ...schedule import BlockRV, Schedule
-from ..analysis import detect_dominant_read, normalize_prim_func, try_inline_contiguous_spatial
+from ..analysis import (
+    detect_dominant_read,
+    normalize_or_decline,
+    try_inline_contiguous_spatial,
+)
 from ..base import Declined, GPUScheduleRule
 from .reduction import iter_sum_terms
 
@@ -57,10 +61,7 @@ class Transpose(GPUScheduleRule):
     def apply(self, func, target, tunable) -> Schedule:
         len_tx, len_ty = self.len_tx, self.len_ty
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            raise Declined("not in normal form: a block's loops do not bind its iter vars "
-                           "one to one")
+        infos = normalize_or_decline(sch)
         idx = None
         for n in range(len(infos) - 1, -1, -1):
             if is_transpose(sch, infos[n].block_rv):
