@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir import IRModule, PrimFunc, Var
+from .ir import IRModule, PrimFunc
 
 __all__ = [
     "DEMO_MLP_CALLS",
@@ -226,21 +226,18 @@ def _out_shape(func: PrimFunc, inputs: Sequence[np.ndarray]) -> tuple[int, ...]:
     from .ir.expr import IntImm
     from .ir.functor import substitute
     from .ir.simplify import simplify
+    from .ir.transform.specialize import shape_values
 
-    binding: dict[Var, int] = {}
-    for buf, arr in zip(func.params, inputs, strict=False):
-        for dim, size in zip(buf.shape, arr.shape, strict=True):
-            if isinstance(dim, Var):
-                binding[dim] = size
+    given = {buf.name: arr.shape for buf, arr in zip(func.params, inputs, strict=False)}
+    binding = {v: IntImm(n, v.dtype) for v, n in shape_values(func, given).items()}
     shape = []
     for dim in func.params[-1].shape:
-        if isinstance(dim, int):
-            shape.append(dim)
-            continue
-        value = simplify(substitute(dim, {v: IntImm(s, v.dtype) for v, s in binding.items()}))
-        if not isinstance(value, IntImm):
+        value = dim if isinstance(dim, int) else simplify(substitute(dim, binding))
+        if isinstance(value, IntImm):
+            value = value.value
+        if not isinstance(value, int):
             raise ValueError(f"{func.name}: cannot tell the output's size {dim} from the inputs")
-        shape.append(value.value)
+        shape.append(value)
     return tuple(shape)
 
 
