@@ -69,8 +69,13 @@ def _arrays(func: wb.PrimFunc, rng: np.random.Generator) -> list[np.ndarray]:
     return arrays
 
 
-def _median_us(fn: Callable, *args, min_ms: float) -> float:
-    return wb.measure(fn, *args, repeat=5, min_repeat_ms=min_ms).median * 1e6
+def _median_us(fn: Callable, *args, min_ms: float, noise: list[str], what: str) -> float:
+    """Median microseconds of ``fn(*args)``; a noisy measurement adds a note to
+    ``noise`` (see ``wb.noise_note``)."""
+    m = wb.measure(fn, *args, repeat=5, min_repeat_ms=min_ms)
+    if m.noisy:
+        noise.append(f"{what}{wb.noise_note(m)}")
+    return m.median * 1e6
 
 
 def compare(name: str, func: wb.PrimFunc, reference: Callable, min_ms: float) -> dict:
@@ -89,10 +94,14 @@ def compare(name: str, func: wb.PrimFunc, reference: Callable, min_ms: float) ->
     ruled(*got)
     np.testing.assert_allclose(got[-1], expect[-1], rtol=1e-3, atol=1e-3)
     inputs = args[:-1]
+    noise: list[str] = []
     row = {"function": name, "rule": report.rule,
-           "unscheduled": _median_us(plain, *args, min_ms=min_ms),
-           "rule_us": _median_us(ruled, *args, min_ms=min_ms),
-           "numpy": _median_us(lambda: reference(*inputs), min_ms=min_ms)}
+           "unscheduled": _median_us(plain, *args, min_ms=min_ms, noise=noise,
+                                     what="unscheduled"),
+           "rule_us": _median_us(ruled, *args, min_ms=min_ms, noise=noise, what="rule"),
+           "numpy": _median_us(lambda: reference(*inputs), min_ms=min_ms, noise=noise,
+                               what="numpy"),
+           "noise": noise}
     return row
 
 
@@ -138,24 +147,34 @@ def forward_rows(batches: list[int], min_ms: float) -> list[dict]:
             h = _layer_norm(h, fw["norm_weight"], fw["norm_bias"])
             return h @ fw["fc2_weight"].T + fw["fc2_bias"]
 
+        noise: list[str] = []
         rows.append({
             "function": f"demo_mlp forward, batch {batch}", "rule": "(5 functions)",
             "unscheduled": _median_us(lambda m=mod, c=plain_cache, x=x: demo_mlp_forward(
-                m, x, params, kernels=c), min_ms=min_ms),
+                m, x, params, kernels=c), min_ms=min_ms, noise=noise, what="unscheduled"),
             "rule_us": _median_us(lambda m=scheduled, c=rule_cache, x=x: demo_mlp_forward(
-                m, x, params, kernels=c), min_ms=min_ms),
-            "numpy": _median_us(numpy_forward, min_ms=min_ms),
+                m, x, params, kernels=c), min_ms=min_ms, noise=noise, what="rule"),
+            "numpy": _median_us(numpy_forward, min_ms=min_ms, noise=noise, what="numpy"),
+            "noise": noise,
         })
     return rows
 
 
 def print_table(rows: list[dict]) -> None:
-    print("| function | rule | unscheduled (us) | rule (us) | numpy (us) | speedup | vs numpy |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    """The table; a row with a noisy measurement says which in its last column (its
+    ratios may mislead), and a line after the table counts them."""
+    print("| function | rule | unscheduled (us) | rule (us) | numpy (us) | speedup | vs numpy "
+          "| noise |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
+        noise = "; ".join(r.get("noise", [])) or "quiet"
         print(f"| {r['function']} | {r['rule']} | {r['unscheduled']:.1f} | {r['rule_us']:.1f} | "
               f"{r['numpy']:.1f} | {r['unscheduled'] / r['rule_us']:.2f}x | "
-              f"{r['rule_us'] / r['numpy']:.2f} |")
+              f"{r['rule_us'] / r['numpy']:.2f} | {noise} |")
+    noisy = sum(1 for r in rows if r.get("noise"))
+    if noisy:
+        print(f"\n{noisy} of {len(rows)} rows had a NOISY measurement: their ratios may "
+              "mislead; run again on a quiet machine.")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -169,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="minimum milliseconds per timed repeat")
     args = parser.parse_args(argv)
     print(f"machine: {machine()}")
+    print(f"threads: {wb.get_num_threads()} (kernels and numpy's BLAS; WB_NUM_THREADS)")
     print()
     n = args.gemv
     (sm, sn), (lm, ln) = args.softmax, args.layer_norm

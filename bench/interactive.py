@@ -7,7 +7,9 @@ itself is measured. When ``apache-tvm`` is importable, the same
 steps are timed with TVM's C++ schedule in the same run and the ratio is printed;
 otherwise the reference column holds the figures TVM gave on this kind of machine.
 Last, reading TVMScript: ``wb.from_script`` against TVM's ``tvm.script.from_source``
-on the same text (``--parse`` runs only that section).
+on the same text (``--parse`` runs only that section). After each table a line says
+whether other processes used the CPU meanwhile (``NOISY`` past
+``wb.get_noise_thresholds().foreign_load``): then its figures may mislead.
 
     python bench/interactive.py [--parse]
 """
@@ -24,10 +26,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import workbench as wb  # noqa: E402
 from workbench import workloads  # noqa: E402
+from workbench.runtime.noise import CpuSnapshot, cpu_snapshot, foreign_load  # noqa: E402
 
 RUNS = 30
 # TVM 0.27 C++ schedule on this kind of machine, 128^3 matmul (ms per step)
 TVM_REFERENCE_MS = {"create": 0.35, "split": 0.33, "reorder": 0.08, "print": 0.7}
+
+
+def noise_line(since: CpuSnapshot) -> str:
+    """Whether other processes used the CPU since ``since`` (the table just printed)."""
+    load = foreign_load(since, cpu_snapshot())
+    limit = wb.get_noise_thresholds().foreign_load
+    if load is None:
+        return "noise: unknown (no /proc/stat)"
+    if load > limit:
+        return (f"NOISY: other processes used {load:.0%} of the CPU while this table was "
+                f"measured (over {limit:.0%}); run again on a quiet machine")
+    return f"quiet: other processes used {load:.0%} of the CPU meanwhile"
 
 
 def median_ms(fn: Callable[[], object], setup: Callable[[], object] | None = None) -> float:
@@ -266,8 +281,11 @@ def print_parse_table() -> None:
 
 def main() -> None:
     if "--parse" in sys.argv[1:]:  # only the TVMScript reading section
+        since = cpu_snapshot()
         print_parse_table()
+        print(noise_line(since))
         return
+    since = cpu_snapshot()
     mm = workloads.mm_relu(128, 128, 128)
     conv = workloads.conv2d_nchw(1, 64, 56, 56, 64)
     ours = {
@@ -311,8 +329,13 @@ def main() -> None:
             ref = TVM_REFERENCE_MS.get(step)
             tail = f"{ref:.2f} | {a / ref:.2f}x" if ref else "- | -"
             print(f"| {step} | {a:.3f} | {c} | {tail} |")
+    print(noise_line(since))
+    since = cpu_snapshot()
     print_widget_table(mm, conv)
+    print(noise_line(since))
+    since = cpu_snapshot()
     print_parse_table()
+    print(noise_line(since))
 
 
 if __name__ == "__main__":

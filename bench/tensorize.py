@@ -85,10 +85,13 @@ def tiled_schedule(func: wb.PrimFunc, kernel: cpu.MicroKernel, *, tensorize: boo
     return sch
 
 
-def gflops(kernel, args, flops: int, repeat: int) -> float:
+def gflops(kernel, args, flops: int, repeat: int, noise: list[str], label: str) -> float:
     # the flops of the unscheduled matmul: a tensorized kernel's work is inside the C call,
     # which the IR's flop count does not see
-    return wb.measure(kernel, *args, flops=flops, repeat=repeat, min_repeat_ms=200).gflops
+    m = wb.measure(kernel, *args, flops=flops, repeat=repeat, min_repeat_ms=200)
+    if m.noisy:
+        noise.append(f"{label}{wb.noise_note(m)}")
+    return m.gflops
 
 
 def run(n: int, kernel: cpu.MicroKernel, widest: cpu.MicroKernel) -> dict:
@@ -98,7 +101,7 @@ def run(n: int, kernel: cpu.MicroKernel, widest: cpu.MicroKernel) -> dict:
     a = rng.standard_normal((n, n)).astype("float32")
     b = rng.standard_normal((n, n)).astype("float32")
     want = a.astype(np.float64) @ b.astype(np.float64)
-    row: dict = {"n": n}
+    row: dict = {"n": n, "noise": []}
     variants = {
         "tiled": dict(),
         "tiled_vec": dict(vectorize_inner=True),
@@ -116,11 +119,13 @@ def run(n: int, kernel: cpu.MicroKernel, widest: cpu.MicroKernel) -> dict:
         err = np.abs(c - want).max() / np.abs(want).max()
         if err > 1e-4:
             raise AssertionError(f"{label} at {n}^3 differs from numpy (relative error {err})")
-        row[label] = gflops(built, (a, b, c), flops, repeat=3 if n >= 1024 else 5)
-    row["numpy"] = max(
-        wb.measure(lambda: a @ b, flops=flops, repeat=5, min_repeat_ms=200).gflops
-        for _ in range(2)
-    )
+        row[label] = gflops(built, (a, b, c), flops, repeat=3 if n >= 1024 else 5,
+                            noise=row["noise"], label=label)
+    numpy = max((wb.measure(lambda: a @ b, flops=flops, repeat=5, min_repeat_ms=200)
+                 for _ in range(2)), key=lambda m: m.gflops)
+    row["numpy"] = numpy.gflops
+    if numpy.noisy:
+        row["noise"].append(f"numpy{wb.noise_note(numpy)}")
     row.setdefault("widest", row["packed_tensorized"])
     return row
 
@@ -135,12 +140,11 @@ def machine_line() -> str:
                 break
     except OSError:
         pass
-    threads = os.environ.get("OMP_NUM_THREADS", "all cores (OMP_NUM_THREADS unset)")
-    blas = os.environ.get("OPENBLAS_NUM_THREADS", "OpenBLAS default")
     present = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni") if f in cpu.cpu_flags()]
     return (f"machine: {model} ({platform.machine()}), {os.cpu_count()} logical CPUs, "
-            f"{spec.cores} physical cores usable; kernel threads {threads}, numpy BLAS "
-            f"threads {blas}; flags present: "
+            f"{spec.cores} physical cores usable; threads {wb.get_num_threads()} for the "
+            "kernels and numpy's BLAS alike (wb.set_num_threads / WB_NUM_THREADS); flags "
+            "present: "
             f"{', '.join(present) or 'none of avx2, fma, avx512f'}")
 
 
@@ -183,8 +187,8 @@ def main() -> None:
     print("| n | intrinsic (tile, K block) | tiled | tiled + vectorized inner | tensorized | "
           "packed B: vectorized inner | packed B: tensorized | most accumulators, padded | "
           "numpy | tensorized / tiled | tensorized / vectorized | "
-          "packed: tensorized / vectorized | best tensorized / numpy |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "packed: tensorized / vectorized | best tensorized / numpy | noise |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r, k, w in zip(rows, kernels, widest, strict=True):
         best = max(r["packed_tensorized"], r["widest"])
         padded = f"{r['widest']:.1f} ({w.name})" if w is not k else "same"
@@ -193,10 +197,15 @@ def main() -> None:
               f"{r['packed_vec']:.1f} | {r['packed_tensorized']:.1f} | {padded} | "
               f"{r['numpy']:.1f} | {r['tensorized'] / r['tiled']:.1f}x | "
               f"{r['tensorized'] / r['tiled_vec']:.2f}x | "
-              f"{r['packed_tensorized'] / r['packed_vec']:.2f}x | {best / r['numpy']:.2f}x |")
+              f"{r['packed_tensorized'] / r['packed_vec']:.2f}x | {best / r['numpy']:.2f}x | "
+              f"{'; '.join(r['noise']) or 'quiet'} |")
     print()
     print("every kernel was checked against float64 numpy before timing; figures are "
           "wb.measure medians (other processes may share the machine: run it twice)")
+    noisy = sum(1 for r in rows if r["noise"])
+    if noisy:
+        print(f"{noisy} of {len(rows)} rows had a NOISY measurement: their ratios may "
+              "mislead; run again on a quiet machine.")
 
 
 if __name__ == "__main__":

@@ -57,3 +57,62 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_tvm)
         if item.get_closest_marker("nvcc") is not None and shutil.which("nvcc") is None:
             item.add_marker(skip_nvcc)
+
+
+# Hypothesis: a fresh random seed on every run, shown in the report header and under
+# every failed property test; ``pytest --hypothesis-seed=N`` runs seed N's examples again.
+_hypothesis_seed: int | None = None
+_is_hypothesis_test = None  # imported once here: some tests patch builtins.__import__
+
+
+def pytest_configure(config):
+    global _hypothesis_seed, _is_hypothesis_test
+    try:
+        from hypothesis import core, is_hypothesis_test
+    except ImportError:  # pragma: no cover - hypothesis is a test dependency
+        return
+    _is_hypothesis_test = is_hypothesis_test
+    given = config.getoption("hypothesis_seed", default=None)
+    if given is None:
+        import random
+
+        _hypothesis_seed = random.SystemRandom().randrange(2**32)
+        core.global_force_seed = _hypothesis_seed
+    else:  # hypothesis's own plugin applies it
+        _hypothesis_seed = given
+
+
+def pytest_report_header(config):
+    if _hypothesis_seed is not None:
+        return (f"hypothesis seed: {_hypothesis_seed} (run these examples again with "
+                f"--hypothesis-seed={_hypothesis_seed})")
+    return None
+
+
+_hypothesis_tests_ran = False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    global _hypothesis_tests_ran
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or _hypothesis_seed is None:
+        return
+    if not _is_hypothesis_test(getattr(item, "obj", None)):
+        return
+    _hypothesis_tests_ran = True
+    if report.failed:
+        report.sections.append((
+            "hypothesis seed",
+            f"this run's seed was {_hypothesis_seed}: pytest "
+            f"--hypothesis-seed={_hypothesis_seed} '{item.nodeid}' runs it again",
+        ))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The seed at the end of the output too (``-q`` hides the header)."""
+    if _hypothesis_tests_ran:
+        terminalreporter.write_line(
+            f"hypothesis seed: {_hypothesis_seed} (--hypothesis-seed={_hypothesis_seed} "
+            "runs the same examples)")

@@ -95,6 +95,7 @@ def test_files_are_json_lines_a_person_can_read(filled, func):
     assert len(records) == 5
     assert set(records[0]) == {
         "workload", "trace", "run_secs", "status", "error", "target", "args_info", "created",
+        "cv", "foreign_load", "noisy",  # the measurement's noise
     }
     assert records[0]["workload"] == 0 and records[0]["run_secs"] == [3e-6, 4e-6, 3e-6]
     assert records[4]["run_secs"] is None and records[4]["status"] == "crash"

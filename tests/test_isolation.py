@@ -385,3 +385,75 @@ def test_worker_random_arrays() -> None:
     assert ints.dtype == np.int8 and ints.min() >= -8 and ints.max() < 8
     assert worker.random_array([1000], "uint16", rng).min() >= 0
     assert worker.random_array([5], "bool", rng).dtype == np.bool_
+
+
+# -- the channel: request ids, descriptors kept away from the kernel ------------------
+FORGE = HEADER + textwrap.dedent("""\
+    #include <string.h>
+    #include <unistd.h>
+    /* Writes a reply-shaped line to every descriptor from 0 to {last}. */
+    int32_t wb_forge(float* A, float* B) {{
+      const char* line = "{{\\"phase\\": \\"running\\"}}\\n{{\\"status\\": \\"ok\\", "
+                         "\\"samples\\": [1e-09], \\"number\\": 1, \\"repeat\\": 1}}\\n";
+      for (int fd = 0; fd <= {last}; ++fd) {{
+        if (write(fd, line, strlen(line)) < 0) {{ /* not open, or read-only */ }}
+      }}
+      B[0] = A[0];
+      return 0;
+    }}
+""")
+
+
+def test_reply_shaped_output_on_inherited_descriptors_changes_nothing(matmul_kernel):
+    """A kernel writing fake replies to every low descriptor (where a child's inherited
+    pipes live) neither produces a fake result nor shifts the next reply."""
+    with Worker() as w:
+        forged = quick(w, c_signature(FORGE.format(last=worker.CHANNEL_FD_MIN - 1),
+                                      "wb_forge"), repeat=3)
+        assert forged.ok and forged.measurement.samples != (1e-9,) * 3
+        crash = quick(w, c_signature(SEGFAULT, "wb_segfault"))
+        assert crash.status == "crash" and "SIGSEGV" in crash.error
+        assert quick(w, matmul_kernel).ok
+
+
+def test_a_forged_reply_on_the_channel_is_a_protocol_error(matmul_kernel):
+    """Even a kernel that finds the channel's descriptor cannot answer for the worker:
+    its line lacks the request's id, so the worker is restarted and the candidate fails."""
+    with Worker() as w:
+        starts = w.starts
+        forged = quick(w, c_signature(FORGE.format(last=worker.CHANNEL_FD_MIN + 64),
+                                      "wb_forge"))
+        assert forged.status == "crash" and "protocol error" in forged.error
+        assert w.starts == starts + 1
+        assert quick(w, matmul_kernel).ok
+        crash = quick(w, c_signature(SEGFAULT, "wb_segfault"))
+        assert crash.status == "crash" and "SIGSEGV" in crash.error
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), 0, -1, "10"])
+def test_timeouts_must_be_finite_positive_numbers(matmul_kernel, timeout):
+    from workbench.widgets.editor import ScheduleEditor
+    from workbench.widgets.editor_model import EditorModel
+
+    with pytest.raises(ValueError, match="timeout must be a finite number"):
+        isolation.measure_isolated(matmul_kernel, timeout=timeout)
+    with pytest.raises(ValueError, match="timeout must be a finite number"):
+        default_worker().measure_kernel(matmul_kernel, timeout=timeout)
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        wb.tune(wb.workloads.matmul(16, 16, 16), trials=1, timeout=timeout, progress=False)
+    with pytest.raises(ValueError, match="ScheduleEditor: timeout must be a finite"):
+        EditorModel(wb.workloads.matmul(16, 16, 16), timeout=timeout)
+    with pytest.raises(ValueError, match="ScheduleEditor: timeout must be a finite"):
+        ScheduleEditor(wb.workloads.matmul(16, 16, 16), timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"warmup": -1}, {"repeat": 0}, {"number": 0}, {"min_repeat_ms": -1},
+               {"min_repeat_ms": float("inf")}, {"warmup": 1.5}])
+def test_isolated_measure_refuses_bad_timer_arguments(matmul_kernel, kwargs):
+    before = default_worker().starts
+    with pytest.raises(ValueError):
+        wb.measure(matmul_kernel, isolated=True, **kwargs)
+    with pytest.raises(ValueError):
+        default_worker().measure_kernel(matmul_kernel, **kwargs)
+    assert default_worker().starts == before  # refused before anything was sent

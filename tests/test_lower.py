@@ -259,7 +259,7 @@ def test_lower_conv2d_pad_shrinks_to_tile_plus_halo():
     assert "pad[vn, vc, vh - h_0 * 2, vw - w_0 * 2] = T.Select(" in text
     assert "pad[vn, vrc, vh + vry - h_0 * 2, vw + vrx - w_0 * 2]" in text
     kernel = wb.build(func)
-    assert "float pad[32]" in kernel.source
+    assert "float pad_storage[32]" in kernel.source  # on the stack, read through a pointer
     assert "wb_alloc(" not in kernel.source.split("int32_t conv2d_nchw(")[1]
     assert_verifies(func, conv2d_func(1, 2, 6, 2, 3))
 
@@ -464,7 +464,8 @@ def test_lower_real_schedule_mm_relu_reverse_compute_at():
     site, y = _allocs(lowered)["Y"]
     assert y.shape == (1, 4) and _alloc_parent_loop(lowered, site) == "j_0"
     kernel = wb.build(sch.mod)
-    assert "float Y[4]" in kernel.source and "wb_alloc(" not in kernel.source.split("mm_relu(")[1]
+    assert "float Y_storage[4]" in kernel.source
+    assert "wb_alloc(" not in kernel.source.split("mm_relu(")[1]
     assert_verifies(sch, mm_relu_func(16))
 
 
@@ -501,7 +502,7 @@ def test_lower_real_schedule_conv2d_compute_at():
     site, pad = _allocs(lowered)["pad"]
     assert pad.shape == (1, 2, 4, 5)  # a 2x3 tile plus a halo of 2
     assert _alloc_parent_loop(lowered, site) == "w_0"
-    assert "float pad[40]" in wb.build(sch.mod).source
+    assert "float pad_storage[40]" in wb.build(sch.mod).source
     assert_verifies(sch, func)
 
 

@@ -10,8 +10,10 @@ bug. At the end the schedule computes what the unscheduled function computes
 (``verify``: C build against the numpy reference) and its trace replays, through
 JSON and Python text, to the identical IR.
 
-Hypothesis runs derandomized, so CI sees the same examples on every run. Bugs the
-random runs found are reproduced one by one in test_property_regressions.py.
+Hypothesis runs with a fresh random seed on every run (tests/conftest.py picks it and
+prints it in pytest's header and under a failure); ``pytest --hypothesis-seed=N`` runs
+the examples of seed N again. Bugs the random runs found are reproduced one by one in
+test_property_regressions.py.
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ def poisoned_heap() -> Iterator[None]:
 
 
 @settings(
-    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_random_schedules_compute_the_same_and_replay(data):
@@ -201,7 +203,7 @@ def test_random_schedules_compute_the_same_and_replay(data):
 
 
 @settings(
-    max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_random_schedules_refuse_cleanly_and_replay(data):
@@ -269,8 +271,45 @@ def _paths(obj, prefix=()):
             yield from _paths(x, (*prefix, n))
 
 
+def _edit_targets(doc: list) -> list[tuple[int, ...]]:
+    """Where the next edit can go: every element of the document (a path of list
+    indices) or, once earlier edits emptied it, its start (where only an insert fits)."""
+    return list(_paths(doc))[1:] or [(0,)]
+
+
+def _apply_edit(doc: list, path: tuple[int, ...], edit: str, value) -> None:
+    """Replace, delete or insert (before) the element at ``path``; at a position past
+    the end of its list (an emptied document), every edit is an insert."""
+    parent = doc
+    for n in path[:-1]:
+        parent = parent[n]
+    if path[-1] >= len(parent):
+        edit = "insert"
+    if edit == "replace":
+        parent[path[-1]] = value
+    elif edit == "delete":
+        del parent[path[-1]]
+    else:
+        parent.insert(path[-1], value)
+
+
+def test_trace_edits_go_on_once_the_document_is_empty():
+    """The mutation harness itself: two deletes empty the document; the next edit must
+    still have somewhere to go (it had none, and drew from an empty list)."""
+    doc = copy.deepcopy(VALID_TRACE_JSON)
+    _apply_edit(doc, (0,), "delete", None)
+    _apply_edit(doc, (0,), "delete", None)
+    assert doc == []
+    targets = _edit_targets(doc)
+    assert targets == [(0,)]
+    for edit in ("replace", "delete", "insert"):
+        emptied: list = []
+        _apply_edit(emptied, targets[0], edit, 7)
+        assert emptied == [7]
+
+
 @settings(
-    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_mutated_trace_json_is_refused_with_trace_error(data):
@@ -278,18 +317,10 @@ def test_mutated_trace_json_is_refused_with_trace_error(data):
     a ScheduleError (TraceError); never another exception."""
     doc = copy.deepcopy(VALID_TRACE_JSON)
     for _ in range(data.draw(st.integers(1, 3), label="edits")):
-        paths = list(_paths(doc))[1:]
-        path = data.draw(st.sampled_from(paths), label="path")
-        parent = doc
-        for n in path[:-1]:
-            parent = parent[n]
+        path = data.draw(st.sampled_from(_edit_targets(doc)), label="path")
         edit = data.draw(st.sampled_from(["replace", "delete", "insert"]), label="edit")
-        if edit == "replace":
-            parent[path[-1]] = data.draw(JSON_VALUES, label="value")
-        elif edit == "delete":
-            del parent[path[-1]]
-        else:
-            parent.insert(path[-1], data.draw(JSON_VALUES, label="value"))
+        value = data.draw(JSON_VALUES, label="value") if edit != "delete" else None
+        _apply_edit(doc, path, edit, value)
     for source in (doc, json.dumps(doc)):
         try:
             trace = wb.Trace.from_json(source)
@@ -916,7 +947,7 @@ def redecide(data: st.DataObject, sch: wb.Schedule, func: wb.PrimFunc):
 
 
 @settings(
-    max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_random_full_schedules_compute_the_same_and_replay(data):
@@ -933,7 +964,7 @@ def test_random_full_schedules_compute_the_same_and_replay(data):
 
 
 @settings(
-    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(data=st.data())
 def test_random_full_schedules_refuse_cleanly_and_replay(data):

@@ -19,12 +19,16 @@ subclass and leaves the schedule exactly as it was (module, trace, handles, rand
 state). Any other exception is a bug. At the end, the schedule computes what the
 unscheduled function computes (C build against the numpy reference), its memory
 accesses stay in bounds, and its trace replays through JSON and Python text to the
-identical IR. Hypothesis runs derandomized; bugs found are reproduced one by one in
-test_property_regressions.py.
+identical IR. These two tests run derandomized (a fixed set of examples) in the test
+command, while tests/test_property.py draws a fresh seed each run: random seeds here
+still turn up primitive bugs now and then. To explore, run this file with
+``--hypothesis-seed=N`` (any N); bugs found are reproduced one by one in
+test_property_regressions.py and the primitives' own tests.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 
@@ -745,8 +749,13 @@ def assert_verifies_relayout(run: _LayoutRun) -> None:
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=p.name)
 
 
+#: a fixed set of examples, unless a seed is asked for (``--hypothesis-seed=N``)
+_FIXED = not any(arg.startswith("--hypothesis-seed") for arg in sys.argv)
+
+
 @settings(
-    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=300, deadline=None, derandomize=_FIXED,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(data=st.data())
 def test_random_layout_schedules_compute_the_same_and_replay(data):
@@ -761,7 +770,8 @@ def test_random_layout_schedules_compute_the_same_and_replay(data):
 
 
 @settings(
-    max_examples=700, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=700, deadline=None, derandomize=_FIXED,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(data=st.data())
 def test_random_layout_schedules_refuse_cleanly_and_replay(data):

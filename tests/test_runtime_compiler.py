@@ -78,7 +78,9 @@ def test_cache_dir_layout(tmp_path: Path) -> None:
     assert len(path.stem) == 64  # sha256 hex digest
     assert path.with_suffix(".c").read_text() == ADD_SRC
     leftovers = sorted(p.name for p in cache.iterdir())
-    assert leftovers == sorted([path.name, path.with_suffix(".c").name])
+    assert leftovers == sorted(
+        [path.name, path.with_suffix(".c").name, path.with_suffix(".json").name]
+    )
 
 
 def test_default_cache_dir_follows_xdg(tmp_path: Path, monkeypatch) -> None:

@@ -295,3 +295,18 @@ if __name__ == "__main__":
     f = mm_relu_func(N)
     for name in sorted(CASES):
         print(write_golden(f"bind_{name}", scheduled(f, name).mod.script()))
+
+
+def test_bound_loop_that_does_not_start_at_zero_computes_right():
+    """TVM binds a loop starting at 1 (after loop_partition) to a thread axis; the
+    generated code offsets the loop variable from the thread index."""
+    func = wb.workloads.elementwise_chain(8, 4)
+    sch = wb.Schedule(func)
+    c = sch.get_loops(sch.get_block("batch_norm"))[-1]
+    sch.loop_partition(c, factors=[1, 1], preserve_unit_iters=False)
+    tail = sch.get_loops(sch.get_block("batch_norm_c1"))[-1]
+    assert sch.get(tail).min == 1
+    sch.bind(tail, "blockIdx.x")
+    assert wb.verify(sch.mod, func).ok
+    source = wb.build(sch.mod).source
+    assert "c1_t + 1" in source

@@ -35,6 +35,7 @@ from workbench.schedule.primitives.reduction import (
     UnrecognizedReducerError,
 )
 from workbench.testing import (
+    access_problems,
     assert_schedule_error,
     assert_verifies,
     check_golden,
@@ -578,6 +579,51 @@ def test_rfactor_fail_factor_axis_not_int(sch):
     assert_schedule_error(
         sch, lambda: sch.rfactor(k, "0"), wb.schedule.InvalidScheduleArgumentError, "k"
     )
+
+
+# --------------------------------------------------------------- init predicate (padding)
+
+
+@pytest.mark.parametrize(
+    "split_loop, factors, at",
+    [
+        (0, [1, 2], 0),  # i (extent 1) -> i_0 (unit, dropped from vi), i_1; decompose at i_0
+        (1, [1, 40], 0),  # j (extent 32) -> j_0 (unit, dropped from vj), j_1; decompose at i
+        (1, [1, 40], 1),  # the same, decompose at the unit loop j_0 itself
+    ],
+)
+def test_decompose_init_keeps_padding_guard_over_unit_loop(split_loop, factors, at):
+    """A padding split with preserve_unit_iters=False leaves a unit loop that the
+    binding no longer uses but the predicate (``i_0 * 2 + i_1 < 1``) still does. The
+    init gets no copy of that loop; it must still guard its stores with the predicate,
+    the unit loop fixed at its only value (TVM 0.27 drops the conjunct and writes out
+    of bounds)."""
+    func = wb.workloads.linear_bias_relu(M=1, N=32, K=16)
+    sch = wb.Schedule(func)
+    blk = sch.get_block("matmul")
+    loop = sch.get_loops(blk)[split_loop]
+    sch.split(loop, factors=factors, preserve_unit_iters=False)
+    init = sch.decompose_reduction(blk, sch.get_loops(blk)[at])
+    assert access_problems(sch) == []
+    assert "T.where" in sch.mod.script().split('T.block("matmul_init")')[1].split("T.block")[0]
+    assert sch.get(init).name == "matmul_init"
+    roundtrip_trace(sch, func)
+    assert_verifies(sch, func)
+
+
+def test_decompose_init_guard_drops_conjunct_true_at_reduction_start():
+    """A conjunct over reduction loops holds where the reduction starts (k_0 = k_1 = 0):
+    it does not reach the init (TVM's matmul_decompose4)."""
+    func = wb.workloads.linear_bias_relu(M=1, N=32, K=16)
+    sch = wb.Schedule(func)
+    blk = sch.get_block("matmul")
+    i, j, k = sch.get_loops(blk)
+    sch.split(k, factors=[3, 6])
+    sch.decompose_reduction(blk, i)
+    text = sch.mod.script()
+    assert "T.where" not in text.split('T.block("matmul_init")')[1].split("T.block")[0]
+    assert access_problems(sch) == []
+    assert_verifies(sch, func)
 
 
 if __name__ == "__main__":  # pragma: no cover - regenerating goldens by hand

@@ -24,6 +24,7 @@ from workbench.schedule.primitives.reduction import NotStagePipelineError
 from workbench.schedule.primitives.reindex import (
     AmbiguousBufferNameError,
     BufferAccessNotFoundError,
+    BufferReadAndWrittenError,
     NonUniqueBufferAccessError,
     NotLeafBlockError,
     NotLoopChainError,
@@ -464,6 +465,78 @@ def test_reindex_fail_ambiguous_name():
     assert_schedule_error(sch, lambda: sch.reindex("B", "A"), AmbiguousBufferNameError, "B")
 
 
+ACCUMULATE = '''
+@T.prim_func
+def accumulate(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.block("C"):
+            vi = T.axis.remap("S", [i])
+            C[vi] = C[vi] + A[vi]
+'''
+
+
+def _decomposed_matmul() -> tuple[wb.PrimFunc, wb.Schedule]:
+    func = wb.workloads.matmul(8, 8, 8)
+    sch = wb.Schedule(func)
+    c = sch.get_block("C")
+    sch.decompose_reduction(c, sch.get_loops(c)[0])
+    return func, sch
+
+
+@pytest.mark.parametrize("case", ["decomposed_matmul", "in_place_accumulate"])
+def test_reindex_fail_read_of_a_buffer_the_block_writes(case):
+    """Reindexing the read of C by ``C[i, j] = C[i, j] + A[i, k] * B[k, j]`` moves the
+    store to C_reindex as well, and nothing copies C_reindex back into C (TVM 0.27 makes
+    that IR and leaves C as C_init wrote it). cache_inplace copies back and works."""
+    if case == "decomposed_matmul":
+        func, sch = _decomposed_matmul()
+        block = "C_update"
+    else:
+        func = _func(ACCUMULATE)
+        sch = wb.Schedule(func)
+        block = "C"
+    assert [r.buffer.name for r in sch.get(sch.get_block(block)).reads][0] == "C"
+    e = assert_schedule_error(sch, lambda: sch.reindex(block, ("read", 0)),
+                              BufferReadAndWrittenError, block)
+    assert str(e).startswith(f'reindex: block "{block}" reads and writes buffer "C"'), str(e)
+    sch.cache_inplace(block, "C", "global")
+    assert_verifies(sch, func)
+
+
+def test_reindex_of_the_write_before_decompose_reduction_still_works():
+    """What the refusal above suggests: reindex C's write while the block has its init."""
+    func = wb.workloads.matmul(8, 8, 8)
+    sch = wb.Schedule(func)
+    c = sch.get_block("C")
+    sch.reindex(c, "C")
+    sch.decompose_reduction(c, sch.get_loops(c)[0])
+    assert_verifies(sch, func)
+    roundtrip_trace(sch, func)
+
+
+@pytest.mark.tvm
+def test_tvm_reindex_of_a_read_the_block_writes_miscomputes():
+    """Why we refuse: TVM 0.27 accepts the same reindex and its C is never written
+    past C_init (all zeros), so the product is lost."""
+    tvm = pytest.importorskip("tvm", reason="apache-tvm is not installed (optional)")
+    import numpy as np
+
+    func = wb.workloads.matmul(8, 8, 8)
+    mod = tvm.script.from_source(wb.IRModule.from_funcs(func).script(syntax="tirx"))
+    sch = tvm.s_tir.Schedule(mod)
+    sch.work_on(func.name)
+    c = sch.get_sblock("C")
+    sch.decompose_reduction(c, sch.get_loops(c)[0])
+    sch.reindex(sch.get_sblock("C_update"), ("read", 0))
+    lib = tvm.compile(sch.mod, target="llvm")
+    rng = np.random.default_rng(0)
+    a, b = (rng.random((8, 8), dtype="float32") + 0.5 for _ in range(2))
+    out = tvm.runtime.tensor(np.full((8, 8), 7, "float32"))
+    lib[func.name](tvm.runtime.tensor(a), tvm.runtime.tensor(b), out)
+    assert not np.allclose(out.numpy(), a @ b)
+    assert not out.numpy().any()
+
+
 def test_reindex_cache_read_fail_not_single_point():
     sch = wb.Schedule(wb.workloads.matmul(8, 8, 8))
     _, j, _ = sch.get_loops(sch.get_block("C"))
@@ -600,3 +673,87 @@ def test_copy_of_a_conditional_read_is_refused(primitive):
     assert "only where a condition holds" in str(err)
     sch.cache_read(pad, 0, "global")
     assert_verifies(sch, func)
+
+
+# --------------------------------------------------------------------------- index by inner loops
+
+
+def _read_at_copy_of_relu() -> tuple[wb.PrimFunc, wb.Schedule]:
+    """elementwise_chain with ``read_at`` copying relu's rows for batch_norm: the copy
+    block "relu_global" reads ``relu[v0 + ax0, ax1]`` through loops inside its body."""
+    func = wb.workloads.elementwise_chain(8, 4)
+    sch = wb.Schedule(func)
+    relu = sch.get_block("relu")
+    sch.fuse(*sch.get_loops(relu), preserve_unit_iters=False)
+    bn = sch.get_block("batch_norm")
+    sch.read_at(sch.get_loops(bn)[0], bn, 0, "global")
+    return func, sch
+
+
+def test_reindex_fail_index_uses_loops_inside_the_block():
+    """The copy outside the block would use ax0/ax1 out of their loops (the C build
+    failed with "variable 'ax0' is used outside the loop/block binding it")."""
+    from workbench.schedule.primitives.reindex import IndexNotByIterVarsError
+
+    func, sch = _read_at_copy_of_relu()
+    copy = sch.get_block("relu_global")
+    err = assert_schedule_error(
+        sch, lambda: sch.reindex(copy, ("read", 0)), IndexNotByIterVarsError,
+        "relu_global", "relu", "ax0", "ax1")
+    assert "bound inside the block" in str(err)
+    sch.cache_read(copy, 0, "global")  # what the message suggests still works
+    assert_verifies(sch, func)
+
+
+def test_reindex_of_a_block_with_a_loop_its_index_does_not_use_still_works():
+    """A loop inside the block is fine when the buffer's index uses only iter vars."""
+    func = _func('''
+@T.prim_func
+def spread(A: T.Buffer((8,), "float32"), B: T.Buffer((8, 4), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            for k in range(4):
+                B[vi, k] = A[vi] * T.float32(2)
+''')
+    sch = wb.Schedule(func)
+    sch.reindex("B", ("read", 0))
+    assert [b.name for b in sch.mod[func.name].body.alloc_buffers] == ["A_reindex"]
+    assert_verifies(sch, func)
+    roundtrip_trace(sch, func)
+
+
+def test_reindex_fail_index_uses_a_loop_of_a_block_it_is_not_a_copy_of():
+    from workbench.schedule.primitives.reindex import IndexNotByIterVarsError
+
+    sch = wb.Schedule(_func('''
+@T.prim_func
+def spread(A: T.Buffer((8, 4), "float32"), B: T.Buffer((8, 4), "float32")):
+    for i in range(8):
+        with T.block("B"):
+            vi = T.axis.remap("S", [i])
+            for k in range(4):
+                B[vi, k] = A[vi, 3 - k] * T.float32(2)
+'''))
+    assert_schedule_error(sch, lambda: sch.reindex("B", ("read", 0)),
+                          IndexNotByIterVarsError, "B", "A", "k")
+    assert_schedule_error(sch, lambda: sch.reindex("B", ("write", 0)),
+                          IndexNotByIterVarsError, "B", "k")
+
+
+@pytest.mark.tvm
+def test_tvm_reindex_of_a_read_at_copy_makes_ir_that_does_not_build():
+    """Why we refuse: TVM 0.27 accepts the same reindex, and its copy block uses the
+    copy's inner loop vars unbound, so TVM's own build rejects the module."""
+    tvm = pytest.importorskip("tvm", reason="apache-tvm is not installed (optional)")
+    func = wb.workloads.elementwise_chain(8, 4)
+    mod = tvm.script.from_source(wb.IRModule.from_funcs(func).script(syntax="tirx"))
+    sch = tvm.s_tir.Schedule(mod)
+    sch.work_on(func.name)
+    relu = sch.get_sblock("relu")
+    sch.fuse(*sch.get_loops(relu), preserve_unit_iters=False)
+    bn = sch.get_sblock("batch_norm")
+    copy = sch.read_at(sch.get_loops(bn)[0], bn, 0, "global")
+    sch.reindex(copy, ("read", 0))
+    with pytest.raises(Exception, match="used before definition"):
+        tvm.compile(sch.mod, target="llvm")

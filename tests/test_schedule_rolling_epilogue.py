@@ -25,6 +25,7 @@ from workbench.schedule.primitives.fuse_epilogue import (
 )
 from workbench.schedule.primitives.reduction import NotReductionBlockError
 from workbench.schedule.primitives.rolling_buffer import (
+    RollingBufferAlreadyRolledError,
     RollingBufferDependencyError,
     RollingBufferInsertionError,
     RollingBufferMatchError,
@@ -208,6 +209,45 @@ def test_rolling_buffer_fail_buffer_index():
     b = sch.get_block("B")
     assert_schedule_error(sch, lambda: sch.rolling_buffer(b, 1), BufferIndexOutOfRangeError,
                           "B")
+
+
+def _roll_conv(sch):
+    """``pad`` computed per output pixel: its window overlaps along rows and columns;
+    the rows (the outer loop ``h``) roll."""
+    _, _, _, w, _, _, _ = sch.get_loops(sch.get_block("conv"))
+    sch.compute_at(sch.get_block("pad"), w)
+    sch.rolling_buffer(sch.get_block("pad"), 0)
+
+
+def _conv_small():
+    return wb.workloads.conv2d_nchw(1, 2, 8, 8, 2)
+
+
+@pytest.mark.parametrize("make, prepare, block", [
+    (_conv_small, _roll_conv, "pad"),
+    (lambda: wb.from_script(POOL2D), _roll_pool2d, "B"),
+])
+def test_rolling_buffer_fail_already_rolled(make, prepare, block):
+    """Once rolled along the rows, the buffer's producer skips the rows the previous
+    tile computed: rolling the columns too would overwrite them first (TVM 0.27 accepts
+    it and computes a wrong convolution, see the ``tvm`` test below)."""
+    func = make()
+    sch = wb.Schedule(func)
+    prepare(sch)
+    b = sch.get_block(block)
+    err = assert_schedule_error(sch, lambda: sch.rolling_buffer(b, 0),
+                                RollingBufferAlreadyRolledError, block)
+    assert "already a rolling buffer along axis" in str(err)
+    assert_verifies(sch, func)
+
+
+def test_rolling_buffer_second_time_on_one_axis_matches_nothing():
+    """The 1-D pool has only one overlapping axis: a second application finds none
+    (TVM's refusal too)."""
+    sch = wb.Schedule(pool_chain_func())
+    _roll_pool(sch)
+    b = sch.get_block("B")
+    assert_schedule_error(sch, lambda: sch.rolling_buffer(b, 0), RollingBufferMatchError, "B")
 
 
 # --------------------------------------------------------------------------- epilogue
@@ -441,6 +481,32 @@ def test_tvm_replays_rolling_buffer(make, schedule):
 ])
 def test_tvm_replays_fuse_reduction_epilogue(make):
     _replay_in_tvm(make(), _fuse)
+
+
+@pytest.mark.tvm
+def test_tvm_rolls_twice_and_miscomputes():
+    """Why the workbench refuses a second rolling_buffer on one buffer: TVM 0.27 rolls
+    the columns too, and the convolution it then builds is wrong."""
+    tvm = pytest.importorskip("tvm", reason="apache-tvm is not installed (optional)")
+    func = _conv_small()
+    ours = wb.Schedule(func)
+    _roll_conv(ours)
+    assert_verifies(ours, func)
+    theirs = tvm.s_tir.Schedule(
+        tvm.script.from_source(wb.IRModule.from_funcs(func).script(syntax="tirx")))
+    tvm.s_tir.schedule.Trace.apply_json_to_schedule(ours.trace.as_json_obj(syntax="tirx"),
+                                                    theirs)
+    assert ir_identical(wb.from_script(theirs.mod.script()), ours.mod) is None
+    theirs.rolling_buffer(theirs.get_sblock("pad", func_name="conv2d_nchw"), 0)  # accepted
+    assert "T.sblock_alloc_buffer((1, 2, 3, 3))" in theirs.mod.script()
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((1, 2, 8, 8)).astype("float32")
+    weight = rng.standard_normal((2, 2, 3, 3)).astype("float32")
+    out = tvm.runtime.tensor(np.zeros((1, 2, 8, 8), "float32"))
+    tvm.compile(theirs.mod, target="llvm")(tvm.runtime.tensor(data),
+                                           tvm.runtime.tensor(weight), out)
+    expected = wb.workloads.conv2d_nchw_ref(data, weight)
+    assert not np.allclose(out.numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.tvm

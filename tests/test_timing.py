@@ -258,3 +258,37 @@ def test_flushing_makes_a_memory_bound_kernel_slower(monkeypatch) -> None:
     assert cold.number == 1 and warm.number > 1
     assert timing.default_flusher().nbytes == timing.cache_flush_bytes()
     assert cold.median > 1.2 * warm.median, (cold, warm)
+
+
+# -- a measurement always ends ------------------------------------------------------------
+def test_huge_min_repeat_ms_is_refused():
+    with pytest.raises(ValueError, match="min_repeat_ms must be at most"):
+        timing.measure(sorted, [1], min_repeat_ms=1e12)
+    with pytest.raises(timing.MeasurementTooLongError, match="100000 repeats"):
+        timing.measure(sorted, [1], repeat=100_000, min_repeat_ms=100)
+
+
+def test_huge_number_is_refused_after_one_call(monkeypatch):
+    monkeypatch.setattr(timing, "MAX_MEASURE_SECONDS", 1.0)
+    start = time.perf_counter()
+    # 10**8 calls of 1 ms each: refused after the first call (no warm-up to learn from)
+    with pytest.raises(timing.MeasurementTooLongError, match="more calls of about"):
+        timing.measure(time.sleep, 1e-3, number=10**8, repeat=1, min_repeat_ms=0, warmup=0)
+    with pytest.raises(timing.MeasurementTooLongError):
+        timing.measure(time.sleep, 1e-3, number=10**8, repeat=3, min_repeat_ms=0)
+    with pytest.raises(ValueError, match="number must be an integer in"):
+        timing.measure(sorted, [1], number=10**12, min_repeat_ms=0)
+    assert time.perf_counter() - start < 0.9
+
+
+def test_calibration_stays_within_the_budget(monkeypatch):
+    monkeypatch.setattr(timing, "MAX_MEASURE_SECONDS", 0.5)
+    start = time.perf_counter()
+    with pytest.raises(timing.MeasurementTooLongError, match="5 repeats"):
+        timing.measure(time.sleep, 1e-3, repeat=5, min_repeat_ms=200)  # 1 s: refused
+    # 400 ms calibrated, then 400 ms more: refused once calibration learns the call time
+    with pytest.raises(timing.MeasurementTooLongError, match="more calls of about"):
+        timing.measure(time.sleep, 1e-3, repeat=1, min_repeat_ms=400)
+    assert time.perf_counter() - start < 0.6
+    m = timing.measure(time.sleep, 1e-4, repeat=2, min_repeat_ms=20)  # well within
+    assert m.number > 1

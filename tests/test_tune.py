@@ -454,7 +454,8 @@ def test_real_tuning_finds_a_faster_kernel_than_the_unscheduled_one(tmp_path):
     kernel = result.best.build()
     wb.verify(result.best.schedule.mod, func)
     assert kernel.source_hash == next(
-        t.source_hash for t in result.trials if t.latency == result.best.latency)
+        t.source_hash for t in result.trials if t.index == result.best.trial)
+    assert result.best.remeasured and len(result.final) == 3  # the 3 fastest, again
     assert len(Database(tmp_path).records(func)) == 5
 
 

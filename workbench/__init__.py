@@ -42,8 +42,10 @@ from .ir.transform import lower
 from .runtime.cpu import Kernel, KernelArgumentError, build
 from .runtime.flops import flop_count
 from .runtime.isolation import MeasureError
+from .runtime.noise import get_noise_thresholds, set_noise_thresholds
 from .runtime.peak import peak_gflops
-from .runtime.timing import Measurement
+from .runtime.threads import get_num_threads, set_num_threads, thread_limit
+from .runtime.timing import Measurement, MeasurementTooLongError, noise_note
 from .runtime.verify import VerificationError, verify
 from .schedule import (
     BlockRV,
@@ -77,6 +79,7 @@ def measure(
     flush_cache: bool = False,
     isolated: bool = False,
     timeout: float = 10.0,
+    threads: int | None = None,
 ) -> Measurement:
     """Time ``kernel(*args)`` with the semantics of TVM's ``time_evaluator``.
 
@@ -97,6 +100,16 @@ def measure(
     only checked): a kernel that crashes or runs past ``timeout`` seconds raises
     :class:`MeasureError` (its ``.result`` says why) and this process lives on.
 
+    ``threads`` (None: ``wb.get_num_threads()``, set by ``wb.set_num_threads`` or the
+    ``WB_NUM_THREADS`` environment variable, else every usable core) is the thread count
+    of our kernels' parallel loops *and* of NumPy's BLAS while measuring, so
+    ``wb.measure(np.matmul, a, b, threads=1)`` and ``wb.measure(kernel, ..., threads=1)``
+    compare like with like.
+
+    The result records its noise: ``m.cv`` (spread of the samples), ``m.foreign_load``
+    (CPU other processes took meanwhile) and ``m.noisy`` (past the thresholds of
+    ``wb.set_noise_thresholds``); ``wb.noise_note(m)`` is a mark to print beside it.
+
     >>> import numpy as np, workbench as wb
     >>> kernel = wb.build(wb.workloads.matmul(32, 32, 32))
     >>> a, b, c = (np.ones((32, 32), "float32") for _ in range(3))
@@ -105,21 +118,26 @@ def measure(
     (3, 65536)
     >>> wb.measure(kernel, repeat=3, min_repeat_ms=1, isolated=True).repeat
     3
+    >>> wb.measure(np.matmul, a, a, repeat=3, min_repeat_ms=1, threads=1).threads
+    1
     """
     from .runtime.isolation import measure_isolated
+    from .runtime.threads import resolve_threads
     from .runtime.timing import measure as _measure
 
     options = dict(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                    warmup=warmup, flops=flops, flush_cache=flush_cache)
     if isolated:
-        return measure_isolated(kernel, *args, timeout=timeout, **options)
+        return measure_isolated(kernel, *args, timeout=timeout, threads=threads, **options)
+    threads = resolve_threads(threads)
     fn = kernel
     if args and callable(getattr(kernel, "prepare", None)):
         # A built kernel: one checked run (bad arrays or a failed allocation raise
         # here), then time the bare C call on the same arrays (it carries the flops).
-        kernel(*args)
-        fn, args = kernel.prepare(*args), ()
-    return _measure(fn, *args, **options)
+        with thread_limit(threads):
+            kernel(*args)
+            fn, args = kernel.prepare(*args), ()
+    return _measure(fn, *args, threads=threads, **options)
 
 
 __version__ = "0.1.0"

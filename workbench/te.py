@@ -134,8 +134,17 @@ def reduce_axis(extent: int, name: str = "k") -> ReduceAxis:
     extent = normalize_extent(extent, f"reduce_axis {name!r} extent")  # int or a shape expr
     if isinstance(extent, int) and extent <= 0:
         raise ValueError(f"reduce_axis {name!r}: extent must be positive, got {extent}")
-    dtype = extent.dtype if isinstance(extent, PrimExpr) else "int32"
+    dtype = extent.dtype if isinstance(extent, PrimExpr) else _index_dtype((extent,))
     return ReduceAxis(name, dtype, extent)
+
+
+def _index_dtype(shape: Sequence[int | PrimExpr]) -> str:
+    """int64 when a dimension is an int64 expression or a static extent beyond int32
+    (its loop counter would overflow), else int32."""
+    return "int64" if any(
+        (isinstance(s, PrimExpr) and s.dtype == "int64") or (isinstance(s, int) and s > 2**31 - 1)
+        for s in shape
+    ) else "int32"
 
 
 def _axes(axis) -> tuple[ReduceAxis, ...]:
@@ -183,10 +192,8 @@ def compute(
     from .ir.expr import normalize_extent
 
     shape = tuple(normalize_extent(s, f"compute {name!r} shape") for s in shape)
-    # index type: int64 when a dimension is (a symbolic shape of int64 ``n``)
-    index_dtype = "int64" if any(
-        isinstance(s, PrimExpr) and s.dtype == "int64" for s in shape
-    ) else "int32"
+    # index type: int64 when a dimension is a symbolic int64 ``n`` or exceeds int32
+    index_dtype = _index_dtype(shape)
     try:
         params = [
             p.name

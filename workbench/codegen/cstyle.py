@@ -20,7 +20,23 @@ Lowering follows TensorIR semantics, as TVM lowers blocks:
 
 Floating-point ``max``/``min`` are ``a > b ? a : b`` (vectorizes; with a NaN operand the
 result is the second operand, whereas numpy's ``maximum`` propagates NaN). Integer
-arithmetic is C's: int32 overflow is undefined behaviour, integer division by zero traps.
+arithmetic is C's: int32 overflow of ``+``, ``-``, ``*`` is undefined behaviour.
+
+Integer division and modulo never trap (TVM leaves division by zero undefined; a trap
+would kill the Python process):
+
+* a constant zero divisor is refused when the kernel is printed
+  (:class:`IntegerDivisionByZeroError`, naming the function, the block and the
+  expression);
+* a divisor that may be zero at run time (data, or an expression whose range includes 0)
+  is checked where the dialect asks for it (``Dialect.checked_division``, the C target):
+  a zero divisor makes the kernel return :data:`STATUS_DIVISION_BY_ZERO` and record
+  ``"kernel 'main', block 'B': integer division by zero"``, which the runtime raises as
+  ``ZeroDivisionError``; the quotient is then 0 and the kernel runs to its end. The
+  most negative value divided by -1 wraps (``INT32_MIN // -1 == INT32_MIN``,
+  ``INT32_MIN % -1 == 0``), as numpy computes it. Divisors known to be neither 0 nor -1
+  (tile sizes, shape variables, ``i + 1``) print as plain ``/`` and ``%``: index
+  arithmetic and float kernels pay nothing.
 
 >>> import workbench as wb
 >>> from workbench.codegen.cstyle import generate_source
@@ -95,7 +111,20 @@ from ..ir.stmt import Stmt as _Stmt
 from .dialect import AllocRequest, Dialect, LoopCode
 from .views import ViewCode, is_access_ptr
 
-__all__ = ["CodegenError", "GeneratedSource", "generate_source", "buffer_strides"]
+__all__ = [
+    "CodegenError",
+    "GeneratedSource",
+    "IntegerDivisionByZeroError",
+    "STATUS_ALLOCATION_FAILED",
+    "STATUS_DIVISION_BY_ZERO",
+    "buffer_strides",
+    "generate_source",
+]
+
+#: Status a C kernel returns when an intermediate buffer could not be allocated.
+STATUS_ALLOCATION_FAILED = -1
+#: Status a C kernel returns when an integer divisor was zero (its message says where).
+STATUS_DIVISION_BY_ZERO = -2
 
 INDENT = "  "
 _INT32_MAX = 2**31 - 1
@@ -121,6 +150,10 @@ _BINOPS: dict[type, tuple[str, int]] = {
 
 class CodegenError(ValueError):
     """The IR cannot be printed (an unbound variable, a buffer never allocated, ...)."""
+
+
+class IntegerDivisionByZeroError(CodegenError, ZeroDivisionError):
+    """An integer division or modulo by the constant 0 (refused before anything runs)."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +282,8 @@ class _FunctionPrinter(ViewCode):
         self.in_simd = False
         self.uses_status = False
         self.auto_unroll = 0  # pragma_auto_unroll_max_step of the innermost annotated loop
+        self.func_name = ""
+        self.block_names: list[str] = []  # the blocks enclosing what is being printed
 
     # -- bookkeeping ------------------------------------------------------------------
     def emit(self, text: str) -> None:
@@ -295,6 +330,17 @@ class _FunctionPrinter(ViewCode):
     def ctype(self, dtype: str) -> str:
         return self.d.type_name(dtype)
 
+    def _index_ctype(self, var: Var, start: int | PrimExpr, end: int | PrimExpr) -> str:
+        """The C type of a loop or block variable over ``[start, end)``: its dtype's,
+        widened to 64 bits when a static bound does not fit an int32 (an IR built with
+        an int32 variable over 2**31 + 64 iterations would overflow its counter)."""
+        if var.dtype == "int32" and (
+            (isinstance(end, int) and end - 1 > _INT32_MAX)
+            or (isinstance(start, int) and start < -_INT32_MAX - 1)
+        ):
+            return self.ctype("int64")
+        return self.ctype(var.dtype)
+
     # -- expressions ------------------------------------------------------------------
     def expr(self, e: PrimExpr) -> str:
         return self._expr(e)[0]
@@ -315,7 +361,45 @@ class _FunctionPrinter(ViewCode):
         blo, _ = int_range(e.b, self.bounds)
         return alo is not None and alo >= 0 and blo is not None and blo > 0
 
+    def _site(self) -> str:
+        """Where the printer is, for messages: ``kernel 'main', block 'B'``."""
+        block = self.block_names[-1] if self.block_names else "root"
+        return f"kernel {self.func_name!r}, block {block!r}"
+
+    def _int_division(self, e: BinaryOp) -> tuple[str, int] | None:
+        """Integer ``//``, ``%`` or ``/``: refuse a constant zero divisor; print a checked
+        helper call when the divisor may be 0 (or -1 with the dtype's minimum as dividend)
+        and the dialect checks division; None leaves it to the unchecked printing."""
+        if isinstance(e.b, IntImm) and e.b.value == 0:
+            raise IntegerDivisionByZeroError(
+                f"{self._site()}: integer division by zero in `{expr_to_str(e)[:80]}`"
+            )
+        if self.d.error_runtime is None or self._safe_divisor(e):
+            return None
+        kind = {FloorDiv: "floordiv", FloorMod: "floormod", Div: "truncdiv"}[type(e)]
+        self.helpers.add((kind + "_checked", e.dtype))
+        self.uses_status = True
+        site = _c_string(f"{self._site()}: integer division by zero")
+        return (f"wb_{kind}_checked_{e.dtype}({self.expr(e.a)}, {self.expr(e.b)}, "
+                f"&wb_status, {site})", _P_PRIMARY)
+
+    def _safe_divisor(self, e: BinaryOp) -> bool:
+        """The divisor is never 0, and never -1 while the dividend may be the minimum."""
+        blo, bhi = int_range(e.b, self.bounds)
+        if not ((blo is not None and blo > 0) or (bhi is not None and bhi < 0)):
+            return False
+        if e.dtype.startswith("uint") or (blo is not None and blo > -1) or (
+            bhi is not None and bhi < -1
+        ):
+            return True
+        alo, _ = int_range(e.a, self.bounds)
+        return alo is not None and alo > -(2 ** (np.dtype(e.dtype).itemsize * 8 - 1))
+
     def _expr(self, e: PrimExpr) -> tuple[str, int]:
+        if isinstance(e, (FloorDiv, FloorMod, Div)) and not is_float(e.dtype):
+            checked = self._int_division(e)
+            if checked is not None:
+                return checked
         if isinstance(e, Var):
             if e not in self.names:
                 raise CodegenError(f"variable {e.name!r} is used outside the loop/block binding it")
@@ -564,7 +648,7 @@ class _FunctionPrinter(ViewCode):
         for key, value in s.annotations:
             self.comment(f"annotation {key} = {value!r}")
         self.push()
-        ctype = self.ctype(s.loop_var.dtype)
+        ctype = self._index_ctype(s.loop_var, s.min, s.end)
         extent = s.extent if isinstance(s.extent, int) else self.expr(s.extent)
         v = self.declare(s.loop_var, s.extent, s.min)
         end = s.end if isinstance(s.end, int) else self.expr(s.end)
@@ -573,13 +657,17 @@ class _FunctionPrinter(ViewCode):
         self.auto_unroll = _auto_unroll_max_step(s, self.auto_unroll)
         pragma: str | None = None
         if s.kind == "thread_binding":
-            if s.min:
-                raise CodegenError(f"loop {s.loop_var.name!r} is bound to {s.thread_tag} but "
-                                   f"starts at {s.min}; a thread axis starts at 0")
             if _cross_thread_reduction(s) and self.d.barrier is None:
                 self.comment(f"cross-thread reduction over {s.thread_tag} (an all-reduce on a "
                              "GPU; the loop runs serially here)")
-            code = self.d.thread_loop(self.d, v, ctype, extent, s.thread_tag or "")
+            if s.min:  # a thread axis counts from 0: the loop variable is offset from it
+                index = self.declare(Var(f"{s.loop_var.name}_t", s.loop_var.dtype), s.extent)
+                code = self.d.thread_loop(self.d, index, ctype, extent, s.thread_tag or "")
+                start = s.min if isinstance(s.min, int) else self.expr(s.min)
+                offset = f"const {ctype} {v} = {index} + {start};"
+                code = LoopCode(code.open, code.prologue + (offset,), code.close)
+            else:
+                code = self.d.thread_loop(self.d, v, ctype, extent, s.thread_tag or "")
         else:
             if s.kind in ("parallel", "vectorized"):
                 pragma = self._parallel_pragma(s)
@@ -624,6 +712,13 @@ class _FunctionPrinter(ViewCode):
         return pragma
 
     def block(self, b: Block, root: bool) -> None:
+        self.block_names.append(b.name)
+        try:
+            self._block(b, root)
+        finally:
+            self.block_names.pop()
+
+    def _block(self, b: Block, root: bool) -> None:
         mapping = {iv.var: val for iv, val in zip(b.iter_vars, b.iter_values)}
         pred = substitute(b.predicate, mapping)
         if isinstance(pred, IntImm) and not pred.value:
@@ -641,7 +736,8 @@ class _FunctionPrinter(ViewCode):
             text = self.expr(val)
             name = self.declare(iv.var, iv.extent)
             self.bindings[iv.var] = substitute(val, self.bindings)
-            self.emit(f"const {self.ctype(iv.var.dtype)} {name} = {text};")
+            ctype = self._index_ctype(iv.var, 0, iv.extent)
+            self.emit(f"const {ctype} {name} = {text};")
         for m in b.match_buffers:
             self._match_buffer(m)
         checks, frees = [], []
@@ -718,6 +814,7 @@ class _FunctionPrinter(ViewCode):
     def function(self, func: PrimFunc, symbol: str) -> str:
         from ..ir.analysis import collect_buffers
 
+        self.func_name = func.name
         taken = set(self.reserved)
         for buf in collect_buffers(func):
             base = _identifier(buf.name)
@@ -869,13 +966,19 @@ def _reserved(dialect: Dialect) -> set[str]:
 
 def _helper_source(dialect: Dialect, helpers: Iterable[tuple[str, str]]) -> list[str]:
     out = []
-    for kind, dtype in sorted(helpers):
+    helpers = sorted(helpers)
+    if dialect.error_runtime and any(kind.endswith("_checked") for kind, _ in helpers):
+        out.append(dialect.error_runtime)
+    for kind, dtype in helpers:
         floor = ""
         if kind == "floormodf":
             floor = dialect.math("floor", dtype, "a / b")
+        signed = dtype.startswith("int")  # the checked helpers are for integers only
         out.append(
             dialect.helper_templates[kind].format(
-                q=dialect.helper_qualifier, t=dialect.type_name(dtype), s=dtype, floor=floor
+                q=dialect.helper_qualifier, t=dialect.type_name(dtype), s=dtype, floor=floor,
+                u=dialect.type_name("u" + dtype if signed else dtype) if "int" in dtype else "",
+                minus_one="b == -1" if signed else "0",
             )
         )
     return out

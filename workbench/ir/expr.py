@@ -10,6 +10,7 @@ so frontends and primitives can write index arithmetic naturally.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -650,9 +651,15 @@ def normalize_extent(value, what: str = "extent") -> Extent:
         if value.dtype not in INT_DTYPES:
             raise TypeError(f"{what} must be an integer expression, got dtype {value.dtype}")
         return value
-    if isinstance(value, float) and not value.is_integer():
-        raise TypeError(f"{what} must be an integer, got {value!r}")
-    return int(value)
+    if isinstance(value, numbers.Integral):  # int, numpy integers
+        return int(value)
+    if isinstance(value, numbers.Real):  # float, numpy floats: only integral values
+        if not float(value).is_integer():
+            raise TypeError(f"{what} must be an integer, got {value!r}")
+        return int(value)
+    if isinstance(value, str):
+        return int(value)
+    raise TypeError(f"{what} must be an integer, got {value!r}")
 
 
 def is_static(value) -> bool:

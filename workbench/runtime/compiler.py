@@ -1,7 +1,11 @@
 """Compile generated C source to shared objects, with an on-disk cache, and load them.
 
 Shared objects are cached under a key derived from the compiler, its version, the flags and
-the source, so rebuilding an unchanged kernel never invokes the compiler.
+the source, so rebuilding an unchanged kernel never invokes the compiler. A cached object is
+trusted only when its manifest (``<key>.json``: the key, the object's size and sha256,
+written after the object) matches it; a truncated, corrupted, foreign or unlisted object is
+rebuilt instead of loaded. Build folders that a killed process left behind (``.build-*``,
+older than `STALE_BUILD_SECONDS`, their process gone) are removed by the next build.
 
 Example:
     >>> lib = compile_and_load("int add(int a, int b) { return a + b; }")
@@ -34,6 +38,7 @@ __all__ = [
     "default_cache_dir",
     "find_compiler",
     "load_library",
+    "remove_stale_builds",
 ]
 
 # -ffp-contract=fast lets the compiler fuse a*b+c into one FMA, as LLVM does for TVM
@@ -58,9 +63,14 @@ _STDERR_LINES_SHOWN = 30
 _SOURCE_LINES_SHOWN = 5
 _LINE_REF = re.compile(r"\.c:(\d+):")
 
+#: Age after which a build folder whose process is gone is removed by the next build.
+STALE_BUILD_SECONDS = 300.0
+
 _lock = threading.Lock()
 _stats = {"compiled": 0, "cache_hits": 0}
-_paths: dict[tuple[str, str], Path] = {}
+# (cache dir, key) -> (object, its (inode, size, mtime) when verified): a file changed
+# since is verified again
+_paths: dict[tuple[str, str], tuple[Path, tuple[int, int, int]]] = {}
 _libraries: dict[str, ctypes.CDLL] = {}
 
 
@@ -220,27 +230,135 @@ def compile_shared(
 
     with _lock:
         cached = _paths.get(memo_key)
-    if (cached is not None and cached.exists()) or target.exists():
+    if (cached is not None and _signature(cached[0]) == cached[1]) or _verified(target, digest):
         _count("cache_hits")
-        with _lock:
-            _paths[memo_key] = target
+        _remember(memo_key, target)
         return target
 
     directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as tmp:
-        src = Path(tmp) / f"{digest}.c"
-        out = Path(tmp) / f"{digest}.so"
+    remove_stale_builds(directory)
+    tmp = Path(tempfile.mkdtemp(dir=directory, prefix=f".build-{os.getpid()}-"))
+    try:
+        # relative names, run inside the build folder: the object does not depend on
+        # the folder's random name (the same source gives the same bytes)
+        src = tmp / f"{digest}.c"
+        out = tmp / f"{digest}.so"
         src.write_text(source)
-        command = _command(compiler, flags, src, out)
+        command = _command(compiler, flags, Path(src.name), Path(out.name))
         _count("compiled")
-        proc = subprocess.run(command, capture_output=True, text=True)
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=tmp)
         if proc.returncode != 0:
             raise CompileError(command, source, proc.stderr, proc.returncode)
+        manifest = _manifest(out, digest)
         os.replace(src, directory / src.name)
         os.replace(out, target)
-    with _lock:
-        _paths[memo_key] = target
+        # the manifest goes last: a complete manifest always describes a complete object
+        (tmp / "manifest").write_text(manifest)
+        os.replace(tmp / "manifest", _manifest_path(target))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _remember(memo_key, target)
     return target
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _remember(memo_key: tuple[str, str], target: Path) -> None:
+    sig = _signature(target)
+    if sig is not None:
+        with _lock:
+            _paths[memo_key] = (target, sig)
+
+
+def _manifest_path(target: Path) -> Path:
+    return target.with_suffix(".json")
+
+
+def _manifest(so: Path, key: str) -> str:
+    data = so.read_bytes()
+    return json.dumps({"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+
+
+def _verified(target: Path, key: str) -> bool:
+    """Is ``target`` the complete object its manifest describes (built for ``key``)?
+    Missing, truncated, garbage or foreign files are not: they are removed so that the
+    caller rebuilds them."""
+    manifest = _manifest_path(target)
+    if not target.exists() and not manifest.exists():
+        return False
+    try:
+        want = json.loads(manifest.read_text())
+        size = target.stat().st_size
+        ok = (
+            isinstance(want, dict)
+            and want.get("key") == key
+            and want.get("size") == size
+            and want.get("sha256") == hashlib.sha256(target.read_bytes()).hexdigest()
+        )
+    except (OSError, ValueError):
+        ok = False
+    if not ok:
+        for path in (target, manifest):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    return ok
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_builds(directory: Path, max_age: float | None = None) -> list[Path]:
+    """Remove the ``.build-*`` folders in the kernel cache ``directory`` that a killed
+    build left behind: older than ``max_age`` seconds (default `STALE_BUILD_SECONDS`)
+    and not owned by a live process (``.build-<pid>-...``). Returns the folders removed.
+
+    Example:
+        >>> import tempfile
+        >>> remove_stale_builds(Path(tempfile.mkdtemp()))
+        []
+    """
+    import time
+
+    limit = STALE_BUILD_SECONDS if max_age is None else max_age
+    now = time.time()
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(".build-"):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or now - entry.stat(
+                follow_symlinks=False
+            ).st_mtime < limit:
+                continue
+        except OSError:
+            continue
+        owner = entry.name[len(".build-"):].split("-", 1)[0]
+        if owner.isdigit() and int(owner) != os.getpid() and _pid_alive(int(owner)):
+            continue
+        if owner.isdigit() and int(owner) == os.getpid():
+            continue  # a build of this process (another thread) in progress
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
 
 
 def load_library(path: str | os.PathLike[str]) -> ctypes.CDLL:

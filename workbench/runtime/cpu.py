@@ -27,8 +27,16 @@ from ..ir.stmt import BufferStore, IRModule, PrimFunc
 from ..ir.transform import lower
 from .compiler import DEFAULT_FLAGS, compile_shared, load_library
 from .flops import flop_count
+from .threads import get_num_threads, omp_setter
 
-__all__ = ["SUPPORTED_TARGETS", "Kernel", "KernelArgumentError", "KernelFunction", "build"]
+__all__ = [
+    "SUPPORTED_TARGETS",
+    "Kernel",
+    "KernelArgumentError",
+    "KernelFunction",
+    "build",
+    "status_error",
+]
 
 SUPPORTED_TARGETS = ("c", "cuda")
 
@@ -47,6 +55,35 @@ class _Param:
 
 
 _SCALAR_CTYPES = {"int32": ctypes.c_int32, "int64": ctypes.c_int64}
+
+
+def status_error(name: str, status: int, lib: ctypes.CDLL | None = None) -> Exception:
+    """The exception for a nonzero status returned by the C function of kernel ``name``:
+    ``ZeroDivisionError`` naming the block for an integer division by zero (the site is
+    read from ``lib``, the loaded shared object), else ``MemoryError`` (an allocation
+    failed: the only other status the generated code returns).
+
+    >>> status_error("main", -1)
+    MemoryError("kernel 'main' could not allocate its intermediate buffers (status -1)")
+    """
+    from ..codegen.cstyle import STATUS_DIVISION_BY_ZERO
+
+    if status == STATUS_DIVISION_BY_ZERO:
+        site = None
+        try:
+            reader = lib.wb_error_message if lib is not None else None
+        except AttributeError:
+            reader = None
+        if reader is not None:
+            reader.argtypes = []
+            reader.restype = ctypes.c_char_p
+            site = reader()
+        if site:
+            return ZeroDivisionError(site.decode(errors="replace"))
+        return ZeroDivisionError(f"kernel {name!r}: integer division by zero")
+    return MemoryError(
+        f"kernel {name!r} could not allocate its intermediate buffers (status {status})"
+    )
 
 
 def _shape_text(shape: tuple) -> str:
@@ -81,11 +118,16 @@ class KernelFunction:
     them for the arrays it gets.
     """
 
-    def __init__(self, func: PrimFunc, cfunc: Callable[..., int], flops: int | None) -> None:
+    def __init__(self, func: PrimFunc, cfunc: Callable[..., int], flops: int | None,
+                 lib: ctypes.CDLL | None = None) -> None:
         self.name = func.name
+        self._lib = lib  # where the site of a failure is read (see status_error)
         self.func = func
         self.flops = flops
         self._before_call: Callable[[], None] | None = None  # set-up before each call
+        # the OpenMP runtime's thread setter (wb.set_num_threads), None without OpenMP
+        self._omp_setter: Callable[[int], None] | None = (
+            None if lib is None else omp_setter(lib))
         self._after_call: Callable[[], None] | None = None  # a check after each call
         written = written_params(func)
         self._params = tuple(
@@ -195,14 +237,13 @@ class KernelFunction:
     def __call__(self, *arrays: np.ndarray) -> None:
         """Run the function on ``arrays`` (one per parameter, in order)."""
         checked = self._check(arrays)
+        if self._omp_setter is not None:  # the thread setting (wb.set_num_threads)
+            self._omp_setter(get_num_threads())
         if self._before_call is not None:
             self._before_call()
         status = self._cfunc(*checked)
         if status != 0:
-            raise MemoryError(
-                f"kernel {self.name!r} could not allocate its intermediate buffers "
-                f"(status {status})"
-            )
+            raise status_error(self.name, status, self._lib)
         if self._after_call is not None:
             self._after_call()
 
@@ -228,7 +269,16 @@ class KernelFunction:
             values = self._shape_values(arrays)
             flops = flop_count(self.func, shapes={v.name: n for v, n in values.items()})
         run.flops = flops  # type: ignore[attr-defined]
+        # wb.measure sets the thread count it measures with (wb.set_num_threads)
+        run.set_num_threads = self._set_threads  # type: ignore[attr-defined]
+        self._set_threads(get_num_threads())
         return run
+
+    def _set_threads(self, threads: int) -> None:
+        """Run this function's OpenMP parallel loops with ``threads`` threads (when
+        called from this thread; a function without OpenMP ignores it)."""
+        if self._omp_setter is not None:
+            self._omp_setter(threads)
 
     def __repr__(self) -> str:
         return f"KernelFunction({self.name!r}, params={self.param_names})"
@@ -269,7 +319,7 @@ class Kernel:
             cfunc.argtypes = [ctypes.c_void_p] * len(func.params) + scalars
             cfunc.restype = ctypes.c_int32
             flops = None if func.shape_vars else flop_count(func)
-            self._functions[name] = KernelFunction(func, cfunc, flops)
+            self._functions[name] = KernelFunction(func, cfunc, flops, lib)
         default = self._default_name()
         self.flops: int | None = self._functions[default].flops if default else None
 

@@ -8,6 +8,14 @@ with signal SIGSEGV ...")`` and a fresh worker is started. A kernel that runs pa
 ``timeout`` seconds gets its worker (process group, OpenMP threads and all) killed and
 comes back as ``status="timeout"``.
 
+Requests and replies are tagged with a fresh id each; a reply with another id (a
+kernel that wrote to the channel, say) is a protocol error: the worker is restarted and
+the candidate comes back as ``status="crash"``. The worker keeps the channel on high,
+non-inheritable descriptors, away from the kernel's (see `workbench.runtime.worker`).
+Every measurement runs with the thread setting (``threads=``, else
+`workbench.runtime.threads.get_num_threads`) and records the foreign CPU load the
+worker saw, so its `Measurement` says whether it was noisy.
+
 Example:
     >>> import workbench as wb
     >>> kernel = wb.build(wb.workloads.matmul(32, 32, 32))
@@ -19,8 +27,11 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -41,7 +52,8 @@ from ..codegen.cstyle import CodegenError
 from ..ir.stmt import IRModule, PrimFunc
 from .compiler import CompileError
 from .cpu import Kernel, KernelArgumentError, build
-from .timing import Measurement
+from .threads import measurement_env, resolve_threads
+from .timing import Measurement, _validate
 
 __all__ = [
     "STATUSES",
@@ -198,12 +210,25 @@ class _TimedOut(Exception):
     """No reply from the worker before the deadline."""
 
 
+class _ProtocolError(Exception):
+    """A reply that does not answer the request in flight (wrong or missing id)."""
+
+
+def _check_timeout(timeout: Any, what: str) -> float:
+    """``timeout`` as a float: a finite number of seconds > 0 (inf and nan refused)."""
+    if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError(f"{what}: timeout must be a finite number of seconds > 0, "
+                         f"got {timeout!r}")
+    return float(timeout)
+
+
 class _Process:
     """One worker process: its pipes, a private stderr file and a reply line buffer."""
 
     def __init__(self, python: str) -> None:
         self.stderr: IO[bytes] = tempfile.TemporaryFile(prefix="wb-worker-", suffix=".log")
-        env = dict(os.environ)
+        env = measurement_env()  # a short OpenMP spin: see workbench.runtime.threads
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = _PACKAGE_ROOT + (os.pathsep + path if path else "")
         self.popen = subprocess.Popen(
@@ -409,15 +434,19 @@ class Worker:
         timeout: float = 10.0,
         seed: int = 0,
         function: str | None = None,
+        threads: int | None = None,
     ) -> RunResult:
         """Time the built ``kernel`` in the worker on random arrays of its parameters'
         shapes and dtypes (made from ``seed``), with `wb.measure`'s semantics. A
         `KernelSignature` (a shared object, a symbol, parameter shapes) works too.
 
         ``timeout`` (seconds) bounds the kernel's runs: loading the library and making
-        the arrays do not count. Past it, or when the kernel crashes the worker, the
-        result is a failed `RunResult` and the next call gets a fresh worker. Returns
-        ``RunResult("run_error", ...)`` when the kernel reports an allocation failure.
+        the arrays do not count; it must be a finite number > 0. Past it, or when the
+        kernel crashes the worker, the result is a failed `RunResult` and the next call
+        gets a fresh worker. Returns ``RunResult("run_error", ...)`` when the kernel
+        reports an allocation failure. ``threads`` (None: `wb.get_num_threads()`) is the
+        OpenMP thread count the kernel runs with. Bad arguments (``warmup=-1``,
+        ``timeout=float("inf")``) raise ValueError before anything is sent.
 
         Example:
             >>> import workbench as wb
@@ -425,10 +454,15 @@ class Worker:
             >>> default_worker().measure_kernel(k, repeat=2, min_repeat_ms=1).measurement.repeat
             2
         """
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        timeout = _check_timeout(timeout, "Worker.measure_kernel")
+        _validate(number, repeat, min_repeat_ms, warmup, None)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        threads = resolve_threads(threads)
         sig = kernel_signature(kernel, function)
         request = {
+            "id": "",  # drawn for each request in _run
+            "threads": threads,
             "so_path": sig.so_path,
             "symbol": sig.symbol,
             "params": [[list(shape), dtype] for shape, dtype in sig.params],
@@ -442,20 +476,25 @@ class Worker:
         if sig.cuda is not None:
             request["cuda"] = sig.cuda
         with self._lock:
-            return self._run(request, sig, float(timeout))
+            return self._run(request, sig, timeout)
 
     def _run(self, request: dict, sig: KernelSignature, timeout: float) -> RunResult:
         proc = self._ready()
         offset = proc.stderr_size()
         what = f"kernel `{sig.symbol}` ({Path(sig.so_path).name})"
         running = False
+        request = {**request, "id": secrets.token_hex(8)}
         try:
             proc.send(request)
             # first the worker loads the library and makes the arrays, then it runs
-            reply = proc.receive(time.monotonic() + self.startup_timeout)
+            reply = _answer(proc.receive(time.monotonic() + self.startup_timeout), request)
             if reply.get("phase") == "running":
                 running = True
-                reply = proc.receive(time.monotonic() + timeout)
+                reply = _answer(proc.receive(time.monotonic() + timeout), request)
+        except _ProtocolError as err:
+            self._replace(proc)
+            return RunResult("crash", None, f"protocol error while running {what}: {err}; "
+                             "the worker was restarted")
         except _TimedOut:
             self._replace(proc)
             doing = (
@@ -480,15 +519,26 @@ class Worker:
         return _result_from_reply(reply, sig)
 
 
+def _answer(reply: dict, request: dict) -> dict:
+    """``reply`` when it answers ``request`` (same id), else `_ProtocolError`."""
+    if reply.get("id") != request["id"]:
+        raise _ProtocolError(f"a reply with id {str(reply.get('id'))[:40]!r} came for "
+                             f"request {request['id']!r}")
+    return reply
+
+
 def _result_from_reply(reply: dict, sig: KernelSignature) -> RunResult:
     status = reply.get("status")
     if status == "ok":
         try:
+            threads = reply.get("threads")
             m = Measurement(
                 samples=tuple(reply["samples"]),
                 number=int(reply["number"]),
                 repeat=int(reply["repeat"]),
                 flops=sig.flops,
+                foreign_load=reply.get("foreign_load"),
+                threads=None if threads is None else int(threads),
             )
         except (KeyError, TypeError, ValueError) as err:
             return RunResult("run_error", None, f"malformed reply from the worker: {err}")
@@ -548,11 +598,14 @@ def measure_isolated(
     flops: int | None = None,
     flush_cache: bool = False,
     timeout: float = 10.0,
+    threads: int | None = None,
 ) -> Measurement:
     """`wb.measure(..., isolated=True)`: time ``kernel`` in `default_worker()` and return
     the `Measurement`, or raise `MeasureError` (carrying the `RunResult`) when it crashed,
     timed out or failed. The worker runs on its own random arrays; ``args``, when given,
     are only checked against the kernel's parameters (they stay in this process).
+    ``threads`` (None: `wb.get_num_threads()`) is the kernel's OpenMP thread count;
+    ``timeout`` a finite number of seconds > 0.
 
     Example:
         >>> import workbench as wb
@@ -560,6 +613,8 @@ def measure_isolated(
         >>> measure_isolated(k, repeat=2, min_repeat_ms=1).repeat
         2
     """
+    timeout = _check_timeout(timeout, "measure_isolated")
+    _validate(number, repeat, min_repeat_ms, warmup, flops)
     sig = kernel_signature(kernel)
     if args:
         _check_args(sig, args)
@@ -571,13 +626,14 @@ def measure_isolated(
         warmup=warmup,
         flush_cache=flush_cache,
         timeout=timeout,
+        threads=threads,
     )
     if not result.ok:
         raise MeasureError(result)
     m = result.measurement
     assert m is not None
     if flops is not None:
-        m = Measurement(samples=m.samples, number=m.number, repeat=m.repeat, flops=int(flops))
+        m = dataclasses.replace(m, flops=int(flops))
     return m
 
 

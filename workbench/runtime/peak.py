@@ -18,14 +18,18 @@ import ctypes
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CpuSpec", "cpu_spec", "peak_gflops"]
+__all__ = ["CpuCaches", "CpuSpec", "VectorIsa", "cpu_caches", "cpu_model", "cpu_spec",
+           "peak_gflops", "vector_isa"]
 
 _CPU_DIR = Path("/sys/devices/system/cpu")
 _CPUINFO = Path("/proc/cpuinfo")
 _MHZ_RE = re.compile(r"^cpu MHz\s*:\s*([0-9.]+)", re.MULTILINE)
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.IGNORECASE)  # "32K", "1024K"
+_SIZE_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30}
 _FLAGS_RE = re.compile(r"^(?:flags|Features)\s*:\s*(.*)$", re.MULTILINE)
 
 #: Independent FMA chains per thread: enough to hide a 4-cycle latency on 2 FMA units,
@@ -117,6 +121,97 @@ class CpuSpec:
         if self.ghz is None:
             return None
         return round(self.cores * self.ghz * self.lanes * 2 * self.fma_units, 3)
+
+
+@dataclass(frozen=True)
+class VectorIsa:
+    """The float32 vector unit a kernel is tiled for, as the CPU flags describe it.
+
+    ``name``: ``"avx512f"``, ``"avx2"``, ``"avx"`` or ``"sse"``; ``lanes``: float32
+    lanes of one vector register; ``registers``: architectural vector registers (what a
+    register tile of accumulators, the loaded vectors and a broadcast must fit in);
+    ``fma``: whether one instruction does a fused multiply-add.
+
+    Example:
+        >>> vector_isa({"avx2", "fma", "avx"})
+        VectorIsa(name='avx2', lanes=8, registers=16, fma=True)
+    """
+
+    name: str
+    lanes: int
+    registers: int
+    fma: bool
+
+
+def vector_isa(flags: Iterable[str] | None = None) -> VectorIsa:
+    """The vector ISA of a CPU with ``flags`` (``/proc/cpuinfo`` spelling; this
+    machine's by default): AVX-512 (``avx512f``) has 16 float32 lanes and 32 vector
+    registers, AVX2 and AVX 8 lanes and 16 registers, anything else is taken as SSE
+    (4 lanes, 16 registers on x86-64).
+
+    Example:
+        >>> vector_isa({"avx512f", "avx2", "fma"}).registers, vector_isa(set()).lanes
+        (32, 4)
+    """
+    if flags is None:
+        match = _FLAGS_RE.search(_read(_CPUINFO) or "")
+        flags = match.group(1).split() if match else ()
+    have = set(flags)
+    if "avx512f" in have:
+        return VectorIsa("avx512f", 16, 32, True)
+    if "avx2" in have:
+        return VectorIsa("avx2", 8, 16, "fma" in have)
+    if "avx" in have:
+        return VectorIsa("avx", 8, 16, "fma" in have)
+    return VectorIsa("sse", 4, 16, False)
+
+
+@dataclass(frozen=True)
+class CpuCaches:
+    """Data cache sizes in bytes seen by one core (None where sysfs does not say):
+    ``l1d`` and ``l2`` are per core on current x86 parts, ``l3`` is usually shared.
+
+    Example:
+        >>> CpuCaches(l1d=32 << 10, l2=1 << 20, l3=None).l2
+        1048576
+    """
+
+    l1d: int | None
+    l2: int | None
+    l3: int | None
+
+
+def cpu_caches(cache_dir: Path | None = None) -> CpuCaches:
+    """The data (or unified) cache sizes of CPU 0, from sysfs
+    (``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}``).
+
+    Example:
+        >>> caches = cpu_caches()
+        >>> caches.l1d is None or caches.l1d >= 4096
+        True
+    """
+    folder = Path(cache_dir) if cache_dir is not None else _CPU_DIR / "cpu0" / "cache"
+    sizes: dict[int, int] = {}
+    for index in sorted(folder.glob("index*")):
+        level, kind, size = (_read(index / f) for f in ("level", "type", "size"))
+        if level is None or kind is None or size is None or kind.strip() == "Instruction":
+            continue
+        match = _SIZE_RE.match(size)
+        parsed = int(match.group(1)) << _SIZE_SHIFT[match.group(2).upper()] if match else 0
+        if level.strip().isdigit() and parsed:
+            sizes[int(level)] = parsed
+    return CpuCaches(l1d=sizes.get(1), l2=sizes.get(2), l3=sizes.get(3))
+
+
+def cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` ("unknown CPU" where it has none).
+
+    Example:
+        >>> isinstance(cpu_model(), str)
+        True
+    """
+    match = re.search(r"^model name\s*:\s*(.*)$", _read(_CPUINFO) or "", re.MULTILINE)
+    return match.group(1).strip() if match else "unknown CPU"
 
 
 def _read(path: Path) -> str | None:

@@ -192,7 +192,10 @@ def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str 
     Float inputs are standard normal (values O(1)); inputs read inside the
     argument of ``sqrt``, ``rsqrt`` or ``log`` (a variance, say) are drawn from
     [0.5, 1.5) instead, so the reference is not NaN. Signed integer inputs are
-    uniform in [-8, 8), unsigned in [0, 8), bools are random.
+    uniform in [-8, 8), unsigned in [0, 8), bools are random; integer inputs read
+    inside the divisor of an integer ``//``, ``%`` or ``/`` are drawn from [1, 8), so a
+    kernel dividing by an input is checked on its quotients (a divisor that is still 0,
+    such as ``D[i] - 1``, makes the built kernel raise ``ZeroDivisionError``).
 
     >>> from workbench import workloads
     >>> a, b, c = random_args(workloads.matmul(4, 4, 4), seed=1)
@@ -210,6 +213,7 @@ def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str 
     rng = np.random.default_rng(seed)
     outs = set(output_params(func))
     positive = _positive_inputs(func)
+    divisors = _divisor_inputs(func)
     args = []
     for i, p in enumerate(func.params):
         dtype = np.dtype(p.dtype)
@@ -221,6 +225,8 @@ def random_args(func_or_mod: PrimFunc | IRModule, seed: int = 0, func_name: str 
             args.append(rng.standard_normal(p.shape).astype(dtype))
         elif p.dtype == "bool":
             args.append(rng.integers(0, 2, p.shape).astype(bool))
+        elif p in divisors:
+            args.append(rng.integers(1, 8, p.shape).astype(dtype))
         else:
             low = 0 if p.dtype.startswith("uint") else -8
             args.append(rng.integers(low, 8, p.shape).astype(dtype))
@@ -239,6 +245,20 @@ def _positive_inputs(func: PrimFunc) -> set:
                 if isinstance(x, Call) and x.op in ("sqrt", "rsqrt", "log"):
                     for arg in x.args:
                         found.update(y.buffer for y in iter_exprs(arg) if isinstance(y, BufferLoad))
+    return found
+
+
+def _divisor_inputs(func: PrimFunc) -> set:
+    """Buffers loaded inside the divisor of an integer division or modulo."""
+    from ..ir.expr import BufferLoad, Div, FloorDiv, FloorMod
+    from ..ir.functor import iter_exprs, iter_stmts, stmt_exprs
+
+    found = set()
+    for s in iter_stmts(func.body):
+        for e in stmt_exprs(s):
+            for x in iter_exprs(e):
+                if isinstance(x, (Div, FloorDiv, FloorMod)) and not is_float(x.dtype):
+                    found.update(y.buffer for y in iter_exprs(x.b) if isinstance(y, BufferLoad))
     return found
 
 

@@ -4,6 +4,14 @@ Each of `repeat` samples is the mean time of one call over `number` back-to-back
 `number` grows until one repeat lasts at least `min_repeat_ms`. With `flush_cache=True`
 the caches are evicted before every sample (see `CacheFlusher`) and each sample is one run.
 
+Every `Measurement` also says how far to trust it (`workbench.runtime.noise`): the
+spread of its samples (`cv`), the CPU time other processes took meanwhile
+(`foreign_load`) and whether either is past the thresholds (`noisy`).
+
+A measurement always ends: `min_repeat_ms` is at most `MAX_MIN_REPEAT_MS`, and one whose
+calls would take more than `MAX_MEASURE_SECONDS` in all is refused with
+`MeasurementTooLongError` as soon as that can be told (after the first timed calls).
+
 Example:
     >>> m = measure(sum, range(1000), number=10, repeat=3, min_repeat_ms=0)
     >>> len(m.samples)
@@ -25,9 +33,33 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CacheFlusher", "Measurement", "cache_flush_bytes", "default_flusher", "measure"]
+from .noise import (
+    coefficient_of_variation,
+    cpu_snapshot,
+    describe_noise,
+    foreign_load,
+    is_noisy,
+    noise_note,
+)
+from .threads import thread_limit
+
+__all__ = [
+    "MAX_MEASURE_SECONDS",
+    "MAX_MIN_REPEAT_MS",
+    "CacheFlusher",
+    "Measurement",
+    "MeasurementTooLongError",
+    "cache_flush_bytes",
+    "default_flusher",
+    "measure",
+    "noise_note",
+]
 
 _MAX_NUMBER = 1 << 30
+#: The largest `min_repeat_ms` `measure` accepts (10 s per repeat).
+MAX_MIN_REPEAT_MS = 10_000
+#: `measure` refuses to go on when its timed calls would take longer than this in all.
+MAX_MEASURE_SECONDS = 120.0
 _GROWTH_MARGIN = 1.05
 
 #: sysfs folder describing the caches seen by CPU 0 (one ``index*`` folder per cache).
@@ -49,18 +81,35 @@ class Measurement:
     `repr` has one fixed format — milliseconds with 3 decimals, GFLOPS with 2 decimals
     (`n/a GFLOPS` when the flop count is unknown) — so outputs are easy to sanitize.
 
+    Noise (see `workbench.runtime.noise`): `cv` is the samples' coefficient of variation
+    (computed from them when not given), `foreign_load` the fraction of the usable
+    cores' time other processes took during the measurement (None when unknown) and
+    `noisy` whether either is past the thresholds (`wb.set_noise_thresholds`; decided
+    at construction when not given). Only a noisy measurement's repr says so, with a
+    ``NOISY (...)`` mark. `threads` is the thread count it ran with, when known.
+
     Example:
         >>> m = Measurement(samples=(0.001, 0.002, 0.003), number=10, repeat=3, flops=2_000_000)
         >>> repr(m).startswith("Measurement(median=2.000 ms, min=1.000 ms, max=3.000 ms,")
         True
         >>> round(m.gflops, 2)
         1.0
+        >>> m.noisy, round(m.cv, 2)        # the samples spread by 41%
+        (True, 0.41)
+        >>> repr(m).endswith("NOISY (cv=0.41))")
+        True
+        >>> Measurement(samples=(0.002, 0.002), number=1, repeat=2, foreign_load=0.5).noisy
+        True
     """
 
     samples: tuple[float, ...]
     number: int
     repeat: int
     flops: int | None = None
+    cv: float | None = None
+    foreign_load: float | None = None
+    noisy: bool | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
@@ -70,6 +119,17 @@ class Measurement:
             raise ValueError(f"got {len(self.samples)} samples for repeat={self.repeat}")
         if self.number < 1:
             raise ValueError(f"number must be >= 1, got {self.number}")
+        if self.cv is None:
+            object.__setattr__(self, "cv", coefficient_of_variation(self.samples))
+        if self.foreign_load is not None:
+            load = float(self.foreign_load)
+            if not (math.isfinite(load) and 0 <= load <= 1):
+                raise ValueError(f"foreign_load must be a fraction in [0, 1], got {load!r}")
+            object.__setattr__(self, "foreign_load", load)
+        if self.noisy is None:
+            object.__setattr__(self, "noisy", is_noisy(self.cv, self.foreign_load))
+        else:
+            object.__setattr__(self, "noisy", bool(self.noisy))
 
     @property
     def mean(self) -> float:
@@ -121,14 +181,19 @@ class Measurement:
             "max": self.max,
             "std": self.std,
             "gflops": self.gflops,
+            "cv": self.cv,
+            "foreign_load": self.foreign_load,
+            "noisy": self.noisy,
+            "threads": self.threads,
         }
 
     def __repr__(self) -> str:
         gflops = "n/a" if self.gflops is None else f"{self.gflops:.2f}"
+        noise = f", NOISY ({describe_noise(self)})" if self.noisy else ""
         return (
             f"Measurement(median={self.median * 1e3:.3f} ms, min={self.min * 1e3:.3f} ms, "
             f"max={self.max * 1e3:.3f} ms, std={self.std * 1e3:.3f} ms, {gflops} GFLOPS, "
-            f"number={self.number}, repeat={self.repeat})"
+            f"number={self.number}, repeat={self.repeat}{noise})"
         )
 
 
@@ -233,21 +298,68 @@ def _is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+class MeasurementTooLongError(ValueError):
+    """The calls a measurement asks for would take longer than `MAX_MEASURE_SECONDS`.
+
+    Example:
+        >>> import time
+        >>> measure(time.sleep, 0.01, number=100_000, repeat=1, min_repeat_ms=0)
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        workbench.runtime.timing.MeasurementTooLongError: measure: 100000 more calls of about ...
+    """
+
+
 def _validate(
     number: int | None, repeat: int, min_repeat_ms: float, warmup: int, flops: int | None
 ) -> None:
     if not _is_int(repeat) or repeat < 1:
         raise ValueError(f"repeat must be an integer >= 1, got {repeat!r}")
-    if number is not None and (not _is_int(number) or number < 1):
-        raise ValueError(f"number must be an integer >= 1 or None, got {number!r}")
+    if number is not None and (not _is_int(number) or not 1 <= number <= _MAX_NUMBER):
+        raise ValueError(f"number must be an integer in [1, {_MAX_NUMBER}] or None, "
+                         f"got {number!r}")
     if not isinstance(min_repeat_ms, numbers.Real) or not math.isfinite(min_repeat_ms):
         raise ValueError(f"min_repeat_ms must be a finite number, got {min_repeat_ms!r}")
     if min_repeat_ms < 0:
         raise ValueError(f"min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
+    if min_repeat_ms > MAX_MIN_REPEAT_MS:
+        raise ValueError(f"min_repeat_ms must be at most {MAX_MIN_REPEAT_MS} "
+                         f"(MAX_MIN_REPEAT_MS), got {min_repeat_ms!r}")
+    if repeat * min_repeat_ms / 1e3 > MAX_MEASURE_SECONDS:
+        raise MeasurementTooLongError(
+            f"measure: {repeat} repeats x min_repeat_ms={min_repeat_ms} would take at least "
+            f"{repeat * min_repeat_ms / 1e3:g} s, more than MAX_MEASURE_SECONDS "
+            f"({MAX_MEASURE_SECONDS:g} s)")
     if not _is_int(warmup) or warmup < 0:
         raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
     if flops is not None and (not _is_int(flops) or flops < 0):
         raise ValueError(f"flops must be an integer >= 0 or None, got {flops!r}")
+
+
+class _Budget:
+    """Keeps a measurement within `MAX_MEASURE_SECONDS`: it learns the time per call
+    from the calls made so far and refuses to start calls that would pass the limit."""
+
+    def __init__(self, limit: float) -> None:
+        self.start = perf_counter()
+        self.limit = limit
+        self.per_call: float | None = None
+
+    def note(self, seconds: float, calls: int) -> None:
+        if calls > 0:
+            self.per_call = seconds / calls
+
+    def check(self, calls_left: int) -> None:
+        if self.per_call is None or calls_left <= 0:
+            return
+        spent = perf_counter() - self.start
+        need = self.per_call * calls_left
+        if spent + need > self.limit:
+            raise MeasurementTooLongError(
+                f"measure: {calls_left} more calls of about {self.per_call * 1e3:.3g} ms "
+                f"would take {need:.3g} s, past MAX_MEASURE_SECONDS ({self.limit:g} s) "
+                "with what was spent; lower number, repeat or min_repeat_ms")
 
 
 def _time_repeat(call: Callable[[], object], number: int) -> float:
@@ -257,6 +369,24 @@ def _time_repeat(call: Callable[[], object], number: int) -> float:
     for _ in loop:
         call()
     return perf_counter() - start
+
+
+def _timed(call: Callable[[], object], number: int, budget: _Budget,
+           time_repeat: Callable[[Callable[[], object], int], float], calls_after: int
+           ) -> float:
+    """Seconds of `number` calls, timed by `time_repeat`. While the time per call is not
+    known yet, the first call is timed on its own (and counted in the total) so the
+    budget can refuse the rest before they run; `calls_after` are planned after these."""
+    if budget.per_call is None and number > 1 and time_repeat is _time_repeat:
+        first = time_repeat(call, 1)
+        budget.note(first, 1)
+        budget.check(number - 1 + calls_after)
+        elapsed = first + time_repeat(call, number - 1)
+    else:
+        budget.check(number + calls_after)
+        elapsed = time_repeat(call, number)
+    budget.note(elapsed, number)
+    return elapsed
 
 
 def _flushed_run(call: Callable[[], object], flusher: CacheFlusher) -> float:
@@ -270,10 +400,13 @@ def _calibrate(
     number: int,
     min_seconds: float,
     time_repeat: Callable[[Callable[[], object], int], float] = _time_repeat,
+    budget: _Budget | None = None,
+    repeat: int = 1,
 ) -> int:
     """Grow `number` (at least doubling each step) until one repeat lasts `min_seconds`."""
+    budget = _Budget(math.inf) if budget is None else budget
     while number < _MAX_NUMBER:
-        elapsed = time_repeat(call, number)
+        elapsed = _timed(call, number, budget, time_repeat, repeat * number)
         if elapsed >= min_seconds:
             break
         scaled = number * min_seconds / elapsed * _GROWTH_MARGIN if elapsed > 0 else math.inf
@@ -290,6 +423,7 @@ def measure(
     warmup: int = 1,
     flops: int | None = None,
     flush_cache: bool = False,
+    threads: int | None = None,
 ) -> Measurement:
     """Time `fn(*args)` like TVM's `time_evaluator` and return a `Measurement`.
 
@@ -310,10 +444,24 @@ def measure(
     not apply; use enough `repeat`s, since a single short run is a noisy sample. The first
     flushing measurement in a process allocates the flush buffer (`cache_flush_bytes()`).
 
+    `threads` (None: `wb.get_num_threads()`) is the thread count for the whole
+    measurement: NumPy's BLAS is limited to it (threadpoolctl) and a prepared kernel
+    (one with a callable `set_num_threads` attribute, as `Kernel.prepare` gives) is
+    set to it, so NumPy and our kernels are compared with the same threads.
+
+    Bounds: `min_repeat_ms` is at most `MAX_MIN_REPEAT_MS` (10 s); calls that would
+    take more than `MAX_MEASURE_SECONDS` (120 s) in all raise `MeasurementTooLongError`
+    before they run (the time per call is learnt from the first call).
+
+    The result records its noise (`cv`, `foreign_load`, `noisy`: see `Measurement`); the
+    foreign load covers the whole measurement, warm-up and calibration included.
+
     Example:
         >>> m = measure(sorted, list(range(100)), repeat=3, min_repeat_ms=1)
         >>> m.repeat, len(m.samples)
         (3, 3)
+        >>> measure(sorted, [3, 1], repeat=1, min_repeat_ms=0, threads=1).threads
+        1
     """
     _validate(number, repeat, min_repeat_ms, warmup, flops)
     if not callable(fn):
@@ -334,21 +482,46 @@ def measure(
             "flush_cache=True evicts the CPU caches; it does not apply to a kernel timed "
             "on the GPU (event_timer)"
         )
-
-    flusher = default_flusher() if flush_cache else None
-    for _ in range(warmup):
-        call()
-    if flusher is not None:
-        count = 1
-        samples = tuple(_flushed_run(call, flusher) for _ in range(repeat))
-    else:
-        count = int(number) if number is not None else 1
-        if min_repeat_ms > 0:
-            count = _calibrate(call, count, min_repeat_ms / 1e3, time_repeat)
-        samples = tuple(time_repeat(call, count) / count for _ in range(repeat))
+    with thread_limit(threads) as n:
+        set_threads = getattr(fn, "set_num_threads", None)
+        if callable(set_threads):
+            set_threads(n)
+        before = cpu_snapshot()
+        samples, count = _run(call, number, repeat, min_repeat_ms, warmup, flush_cache,
+                              time_repeat)
+        load = foreign_load(before, cpu_snapshot())
     return Measurement(
         samples=samples,
         number=count,
         repeat=int(repeat),
         flops=None if flops is None else int(flops),
+        foreign_load=load,
+        threads=n,
     )
+
+
+def _run(call: Callable[[], object], number: int | None, repeat: int, min_repeat_ms: float,
+         warmup: int, flush_cache: bool,
+         time_repeat: Callable[[Callable[[], object], int], float]
+         ) -> tuple[tuple[float, ...], int]:
+    """The warm-up, calibration and timed repeats of `measure`: (samples, number)."""
+    budget = _Budget(MAX_MEASURE_SECONDS)
+    count = 1 if flush_cache or number is None else int(number)
+    for done in range(warmup):
+        budget.check(warmup - done + repeat * count)
+        start = perf_counter()
+        call()
+        budget.note(perf_counter() - start, 1)
+    if flush_cache:
+        flusher = default_flusher()
+        samples = []
+        for done in range(repeat):
+            budget.check(repeat - done)
+            samples.append(_flushed_run(call, flusher))
+            budget.note(samples[-1], 1)
+        return tuple(samples), 1
+    if min_repeat_ms > 0:
+        count = _calibrate(call, count, min_repeat_ms / 1e3, time_repeat, budget, repeat)
+    samples = [_timed(call, count, budget, time_repeat, (repeat - 1 - done) * count) / count
+               for done in range(repeat)]
+    return tuple(samples), count

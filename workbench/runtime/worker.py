@@ -14,27 +14,43 @@ A CUDA kernel's request has a ``"cuda"`` entry instead (its launch plan: the CUD
 source, parameter and intermediate shapes, the launches in order), and is measured with
 CUDA events through cupy.
 
-Replies go to the process's original stdout (fd 1 is then pointed at stderr, so a kernel
-that prints cannot corrupt them). The worker first writes ``{"ready": true, "pid": ...}``
-once imported; for each request it writes ``{"phase": "running"}`` when the library is
-loaded and the arrays are made (the parent starts its timeout clock there), then one of::
+plus ``"id"`` (a token the parent draws for each request) and optionally ``"threads"``
+(the OpenMP thread count to run the kernel with; see `workbench.runtime.threads`).
 
-    {"status": "ok", "samples": [...], "number": 10, "repeat": 3}
-    {"status": "run_error", "error": "kernel `matmul` returned status 1 ..."}
+The channel is kept away from the kernel: on start-up the worker moves the request and
+reply pipes to high, non-inheritable descriptors (at least `CHANNEL_FD_MIN`), points fd 0
+at ``/dev/null`` and fd 1 at stderr, so a kernel that prints, or writes a reply-shaped
+line to an inherited descriptor, cannot reach the parent. Every reply carries the
+request's ``"id"``; the parent treats a reply with another id as a protocol error
+(it restarts the worker and reports the candidate as failed).
+
+The worker first writes ``{"ready": true, "pid": ...}`` once imported; for each request
+it writes ``{"id": ..., "phase": "running"}`` when the library is loaded and the arrays
+are made (the parent starts its timeout clock there), then one of::
+
+    {"id": ..., "status": "ok", "samples": [...], "number": 10, "repeat": 3,
+     "foreign_load": 0.02, "threads": 2}
+    {"id": ..., "status": "run_error", "error": "kernel `matmul` returned status 1 ..."}
+
+``foreign_load`` is the CPU time other processes took while the worker measured
+(`workbench.runtime.noise`: busy time of the usable cores minus the worker's own).
 
 The worker exits on end of input, and within a second of its parent dying.
 
 Example (what the parent does; see `Worker` for the real thing):
     >>> import json, subprocess, sys
     >>> proc = subprocess.run([sys.executable, "-m", "workbench.runtime.worker"],
-    ...                       input="", capture_output=True, text=True)
-    >>> json.loads(proc.stdout.splitlines()[0])["ready"]
-    True
+    ...                       input='{"id": "r1", "repeat": 1}\\n', capture_output=True,
+    ...                       text=True)
+    >>> ready, reply = (json.loads(line) for line in proc.stdout.splitlines())
+    >>> ready["ready"], reply["id"], reply["status"]
+    (True, 'r1', 'run_error')
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -45,9 +61,12 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from workbench.runtime.threads import apply_to_library, resolve_threads
 from workbench.runtime.timing import measure
 
 _PARENT_POLL_SECONDS = 1.0
+#: The request and reply pipes live on descriptors at least this high in the worker.
+CHANNEL_FD_MIN = 200
 
 
 class RequestError(ValueError):
@@ -116,6 +135,7 @@ def handle(request: dict, announce: Any = None) -> dict:
         warmup = _field(request, "warmup", (int,))
         flush_cache = _field(request, "flush_cache", (bool,))
         seed = _field(request, "seed", (int,))
+        threads = resolve_threads(_field(request, "threads", (int,), optional=True))
         rng = np.random.default_rng(seed)
         arrays = [random_array(shape, dtype, rng) for shape, dtype in params]
     except (RequestError, TypeError, ValueError) as err:
@@ -125,14 +145,17 @@ def handle(request: dict, announce: Any = None) -> dict:
     except (OSError, AttributeError) as err:
         return {"status": "run_error", "error": f"cannot load `{symbol}` from {so_path}: {err}"}
     pointers = [a.ctypes.data for a in arrays]
+    apply_to_library(ctypes.CDLL(so_path), threads)  # the kernel's OpenMP threads
     if announce is not None:
         announce()
     status = cfunc(*pointers)  # the first warmup run, with its status checked
     if status != 0:
+        from workbench.runtime.cpu import status_error
+
+        err = status_error(symbol, status, ctypes.CDLL(so_path))
         return {
             "status": "run_error",
-            "error": f"kernel `{symbol}` returned status {status} (it could not allocate "
-            "its intermediate buffers)",
+            "error": f"kernel `{symbol}` returned status {status}: {type(err).__name__}: {err}",
         }
     try:
         m = measure(
@@ -143,10 +166,12 @@ def handle(request: dict, announce: Any = None) -> dict:
             min_repeat_ms=min_repeat_ms,
             warmup=max(warmup - 1, 0),
             flush_cache=flush_cache,
+            threads=threads,
         )
     except (TypeError, ValueError) as err:
         return {"status": "run_error", "error": f"bad measurement request: {err}"}
-    return {"status": "ok", "samples": list(m.samples), "number": m.number, "repeat": m.repeat}
+    return {"status": "ok", "samples": list(m.samples), "number": m.number, "repeat": m.repeat,
+            "foreign_load": m.foreign_load, "threads": m.threads}
 
 
 def _watch_parent(parent: int) -> None:
@@ -162,15 +187,34 @@ def _send(out: TextIO, message: dict) -> None:
     out.flush()
 
 
-def main() -> int:
-    """Serve requests from stdin until it closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop us
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+def _private_channel() -> tuple[TextIO, TextIO]:
+    """Move stdin and stdout (the pipes to the parent) to non-inheritable descriptors
+    at least `CHANNEL_FD_MIN`, then point fd 0 at /dev/null and fd 1 at stderr: a
+    kernel reading, printing or writing to a low descriptor never touches the channel.
+    Returns (requests, replies)."""
+    sys.stdout.flush()
+    try:
+        requests_fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, CHANNEL_FD_MIN)
+        replies_fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, CHANNEL_FD_MIN)
+    except OSError:  # a descriptor limit below CHANNEL_FD_MIN: ids still guard the replies
+        requests_fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        replies_fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     os.dup2(2, 1)  # a kernel's printf goes to stderr, not into the replies
     sys.stdout = sys.stderr
+    return (os.fdopen(requests_fd, "r", encoding="utf-8"),
+            os.fdopen(replies_fd, "w", encoding="utf-8"))
+
+
+def main() -> int:
+    """Serve requests from the parent until it closes the request pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop us
+    requests, out = _private_channel()
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     _send(out, {"ready": True, "pid": os.getpid()})
-    for line in sys.stdin:
+    for line in requests:
         if not line.strip():
             continue
         try:
@@ -181,7 +225,9 @@ def main() -> int:
         if not isinstance(request, dict):
             _send(out, {"status": "run_error", "error": "a request must be a JSON object"})
             continue
-        _send(out, handle(request, announce=lambda: _send(out, {"phase": "running"})))
+        tag = {"id": request["id"]} if isinstance(request.get("id"), str) else {}
+        reply = handle(request, announce=lambda tag=tag: _send(out, {**tag, "phase": "running"}))
+        _send(out, {**tag, **reply})
     return 0
 
 

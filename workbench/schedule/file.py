@@ -48,6 +48,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..ir import IRModule, PrimFunc, structural_hash
 from ..ir.analysis import as_module
+from .limits import (
+    UntrustedInputError,
+    check_json_value,
+    decode_text,
+    loads_json,
+    read_text,
+    trace_location,
+)
 from .trace import Trace, TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,11 +186,13 @@ class ScheduleFile:
         }
 
     def write(self, path: str | os.PathLike) -> Path:
-        """Write atomically (a temporary file renamed over ``path``); returns the path."""
+        """Write atomically (a temporary file renamed over ``path``; a target that is not
+        a regular file is refused, a link written through: see
+        :func:`workbench.schedule.atomic.write_text_atomic`); returns the path."""
+        from .atomic import write_text_atomic
+
         path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        write_text_atomic(path, json.dumps(self.as_dict(), indent=1) + "\n", "save_schedule")
         return path
 
 
@@ -273,13 +283,37 @@ def _field(obj: dict, key: str, types: type | tuple[type, ...], where: str,
     return value
 
 
+def _limit_error(where: str, e: UntrustedInputError) -> ScheduleFileError:
+    """A :class:`ScheduleFileError` for input past the bounds, naming the field (and the
+    trace step) at fault."""
+    field_name = e.path[0] if e.path and isinstance(e.path[0], str) else None
+    if field_name is None:
+        return ScheduleFileError(where, str(e))
+    step = trace_location(e.path[1:]) if field_name == "trace" else ""
+    return ScheduleFileError(where, f'field "{field_name}"{", " + step if step else ""}: {e}')
+
+
 def parse_schedule_file(data: str | bytes | dict, where: str = "<text>") -> ScheduleFile:
-    """Read a schedule file's JSON (text or the decoded object) without replaying it."""
-    if isinstance(data, (str, bytes)):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as e:
-            raise ScheduleFileError(where, f"not valid JSON: {e}") from None
+    """Read a schedule file's JSON (text or the decoded object) without replaying it.
+
+    Text past the bounds of :mod:`workbench.schedule.limits` (size, nesting, integer
+    digits), or bytes that are not UTF-8, raise :class:`ScheduleFileError` naming the
+    field and, in the trace, the step.
+
+    >>> try:
+    ...     parse_schedule_file('{"format": "workbench-schedule", "version": 1, '
+    ...                         '"module": "", "trace": [[["GetBlock", [], ' + "[" * 80)
+    ... except ScheduleFileError as e:
+    ...     print(e)
+    schedule file <text>: field "trace", step 0: nested deeper than 64 levels (line 1, column 150)
+    """
+    try:
+        if isinstance(data, (str, bytes, bytearray)):
+            data = loads_json(data)
+        elif isinstance(data, dict):
+            check_json_value(data)
+    except UntrustedInputError as e:
+        raise _limit_error(where, e) from None
     if isinstance(data, list):
         raise ScheduleFileError(where, "not a schedule file but a JSON list (a bare trace "
                                        "loads with wb.Trace.load)")
@@ -327,11 +361,13 @@ def read_schedule_file(path: str | os.PathLike) -> ScheduleFile:
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_text(path)
     except FileNotFoundError:
         raise ScheduleFileError(str(path), "no such file") from None
     except OSError as e:
         raise ScheduleFileError(str(path), f"cannot be read: {e.strerror or e}") from None
+    except UntrustedInputError as e:
+        raise ScheduleFileError(str(path), str(e)) from None
     sf = parse_schedule_file(text, where=str(path))
     return ScheduleFile(**{**sf.__dict__, "path": path})
 
@@ -372,14 +408,14 @@ def extern_calls(mod: IRModule | PrimFunc) -> list[str]:
 def is_schedule_file(path: str | os.PathLike) -> bool:
     """Does ``path`` hold a schedule file (rather than a bare trace)? Reads only JSON."""
     try:
-        text = Path(path).read_text()
-    except OSError:
+        text = read_text(path)
+    except (OSError, UntrustedInputError):
         return False
     if not text.lstrip().startswith("{"):
         return False
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data = loads_json(text)
+    except UntrustedInputError:
         return False
     return isinstance(data, dict) and data.get("format") == FORMAT
 
@@ -426,7 +462,10 @@ def read_trace_source(source: Any) -> tuple[Trace, ScheduleFile | None]:
             return sf.trace, sf
         return Trace.load(path), None
     if isinstance(source, (str, bytes)):
-        text = source.decode() if isinstance(source, bytes) else source
+        try:
+            text = decode_text(source)
+        except UntrustedInputError as e:
+            raise TraceError("load", f"trace text: {e}") from None
         stripped = text.lstrip()
         if stripped.startswith("{"):
             sf = parse_schedule_file(text)

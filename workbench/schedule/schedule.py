@@ -68,6 +68,10 @@ class Schedule(
 
     def __init__(self, mod: PrimFunc | IRModule, *, seed: int | None = None):
         self._mod = as_module(mod)
+        if len(self._mod) == 0:
+            raise FunctionNotFoundError(
+                "Schedule", "the module has no functions: there is nothing to schedule"
+            )
         self._original = self._mod
         self._func_name: str | None = self._mod.names[0] if len(self._mod) == 1 else None
         self._rvs: dict[RV, Any] = {}
@@ -202,9 +206,27 @@ class Schedule(
                 raise RemovedHandleError(
                     primitive, f"{rv!r} was dropped by remove_rv", self._func_or_none())
             raise InvalidScheduleArgumentError(
-                primitive, f"{rv!r} does not belong to this schedule", self._func_or_none()
+                primitive,
+                f"{rv!r} does not belong to this schedule: it comes from another schedule "
+                "(a handle is valid only in the schedule that made it and its copies)",
+                self._func_or_none(),
             )
         return self._rvs[rv]
+
+    def _loop_in(self, primitive: str, loop: LoopRV, func_name: str, block: str) -> Var:
+        """The loop var of ``loop``, which must be in the function ``func_name`` of
+        ``block`` (a sampled location mark is in every function)."""
+        loop_func, var = self._loop(primitive, loop)
+        if loop_func != func_name and location_mark(var) is None:
+            raise InvalidScheduleArgumentError(
+                primitive,
+                f'loop "{var.name}" belongs to function {loop_func!r}, but block "{block}" '
+                f"is in function {func_name!r}: a block can only move under a loop of its "
+                "own function",
+                self._mod[func_name],
+                blocks=[block],
+            )
+        return var
 
     def _func_or_none(self) -> PrimFunc | None:
         return self._mod[self._func_name] if self._func_name else None
@@ -530,7 +552,7 @@ class Schedule(
         ['n', 'ax0']
         """
         func_name, name = self._block("compute_at", block)
-        _, var = self._loop("compute_at", loop)
+        var = self._loop_in("compute_at", loop, func_name, name)
         mark = location_mark(var)
         if mark is COMPUTE_ROOT:  # a sampled "stay at the root": nothing moves
             func = self._mod[func_name]
@@ -558,7 +580,7 @@ class Schedule(
         """Move consumer ``block`` under ``loop`` (a loop of its producers), covering
         at each iteration exactly the region they produce there."""
         func_name, name = self._block("reverse_compute_at", block)
-        _, var = self._loop("reverse_compute_at", loop)
+        var = self._loop_in("reverse_compute_at", loop, func_name, name)
         func = CA.reverse_compute_at(
             self._mod[func_name], name, var, bool(preserve_unit_loops), index
         )

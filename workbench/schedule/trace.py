@@ -21,6 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ScheduleError, TraceError
+from .limits import (
+    UntrustedInputError,
+    check_json_value,
+    decode_text,
+    loads_json,
+    read_text,
+    trace_location,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .schedule import Schedule
@@ -515,38 +523,87 @@ class Trace:
         return json.dumps(self.as_json_obj(syntax), indent=indent)
 
     @staticmethod
-    def from_json(data: str | list) -> Trace:
-        """Load a trace from JSON text or the parsed list. Accepts TVM's kind names
-        (``GetSBlock`` ...). Raises :class:`TraceError` naming the bad step."""
-        if isinstance(data, (str, bytes)):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as e:
-                raise TraceError("load", f"not valid JSON: {e}") from None
+    def from_json(data: str | bytes | list) -> Trace:
+        """Load a trace from JSON text (``str`` or UTF-8 ``bytes``) or the parsed list.
+        Accepts TVM's kind names (``GetSBlock`` ...). Raises :class:`TraceError` naming
+        the bad step, also for input past the bounds of :mod:`workbench.schedule.limits`
+        (nesting, integer size, text size) and for decisions that name no sampling step.
+
+        >>> import workbench as wb
+        >>> try:
+        ...     wb.Trace.from_json('[[["SampleCategorical", [], [[1, 2], [0.5, 0.5]], '
+        ...                        '["v0"]]], [[0, 7]]]')
+        ... except wb.TraceError as e:
+        ...     print(e)
+        load: step 0: decision 7 is not an index into the 2 candidates [1, 2]
+        """
+        try:
+            if isinstance(data, (str, bytes, bytearray)):
+                data = loads_json(data)
+            else:
+                check_json_value(data)
+        except UntrustedInputError as e:
+            where = trace_location(e.path)
+            raise TraceError("load", f"{where + ': ' if where else ''}{e}") from None
         if not (isinstance(data, list) and len(data) in (1, 2) and isinstance(data[0], list)):
             raise TraceError("load", "expected [[instructions], [decisions]]")
         decisions = {}
         if len(data) == 2:
             if not isinstance(data[1], list):
                 raise TraceError("load", "the decisions part must be a list of [index, decision]")
-            for d in data[1]:
-                if not (isinstance(d, list) and len(d) == 2 and isinstance(d[0], int)):
-                    raise TraceError("load", f"malformed decision entry {d!r}")
+            count = len(data[0])
+            for n, d in enumerate(data[1]):
+                if not (isinstance(d, list) and len(d) == 2 and isinstance(d[0], int)
+                        and not isinstance(d[0], bool)):
+                    raise TraceError("load", f"decision entry {n}: malformed {d!r} (expected "
+                                             "[step, decision])")
+                if not 0 <= d[0] < count:
+                    raise TraceError("load", f"decision entry {n}: step {d[0]} is out of "
+                                             f"range (the trace has {count} step(s))")
+                if d[0] in decisions:
+                    raise TraceError("load", f"decision entry {n}: a second decision for "
+                                             f"step {d[0]}")
                 decisions[d[0]] = d[1]
+        from .trace_load import inst_from_json
+
         symbols: dict[str, RV] = {}
         insts = []
         for idx, raw in enumerate(data[0]):
-            insts.append(_inst_from_json(idx, raw, symbols, decisions.get(idx)))
+            insts.append(inst_from_json(idx, raw, symbols, decisions.get(idx)))
         return Trace(insts)
 
     # -- Python text
     @staticmethod
     def from_python(text: str) -> Trace:
-        """Parse printed trace text (``def apply_trace(sch): ...``) without running it."""
+        """Parse printed trace text (``def apply_trace(sch): ...``) without running it.
+
+        Only sch.<primitive>(...) calls with literal arguments are accepted, within the
+        bounds of :mod:`workbench.schedule.limits`; anything else raises
+        :class:`TraceError` naming the step and its line.
+
+        >>> import workbench as wb
+        >>> try:
+        ...     wb.Trace.from_python('sch.sample_categorical(candidates=[1], probs=[1.0], '
+        ...                          'decision=' + "-" * 5000 + '0)')
+        ... except wb.TraceError as e:
+        ...     print(e)
+        load: trace text is not valid Python: nested too deeply (line 1)
+        """
+        from .trace_load import failing_line, inst_from_ast
+
+        try:
+            text = decode_text(text)
+        except UntrustedInputError as e:
+            raise TraceError("load", f"trace text: {e}") from None
         try:
             tree = ast.parse(text)
         except SyntaxError as e:
             raise TraceError("load", f"trace text is not valid Python: {e}") from None
+        except (RecursionError, MemoryError, ValueError) as e:
+            why = str(e) if isinstance(e, ValueError) else "nested too deeply"
+            line = failing_line(text)
+            where = f" (line {line})" if line is not None else ""
+            raise TraceError("load", f"trace text is not valid Python: {why}{where}") from None
         body = tree.body
         funcs = [n for n in body if isinstance(n, ast.FunctionDef)]
         if funcs:
@@ -562,24 +619,37 @@ class Trace:
         for step, node in enumerate(body):
             if isinstance(node, ast.Pass):
                 continue
-            insts.append(_inst_from_ast(step, node, symbols))
+            insts.append(inst_from_ast(step, node, symbols))
         return Trace(insts)
 
     # -- files
     def save(self, path: str | Path) -> None:
-        """Write the trace as JSON (atomically)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.as_json(indent=None) + "\n")
-        tmp.replace(path)
+        """Write the trace as JSON, atomically (see
+        :func:`workbench.schedule.atomic.write_text_atomic`): an existing target that is
+        not a regular file (a directory, a FIFO, ``/dev/null``) is refused with
+        :class:`~workbench.schedule.atomic.NotARegularFileError`; a symbolic link is
+        written through; no temporary file is left behind."""
+        from .atomic import write_text_atomic
+
+        write_text_atomic(path, self.as_json(indent=None) + "\n", "Trace.save")
 
     @staticmethod
     def load(path: str | Path) -> Trace:
-        """Read a trace saved with :meth:`save` (JSON) or a ``.py`` file of trace text."""
-        text = Path(path).read_text()
-        if text.lstrip().startswith("["):
-            return Trace.from_json(text)
-        return Trace.from_python(text)
+        """Read a trace saved with :meth:`save` (JSON) or a ``.py`` file of trace text.
+
+        The file must be UTF-8 text of at most ``limits.MAX_TEXT_BYTES``; anything wrong
+        with its content raises :class:`TraceError` naming the file (``OSError`` when it
+        cannot be read at all)."""
+        try:
+            text = read_text(path)
+        except UntrustedInputError as e:
+            raise TraceError("load", f"{path}: {e}") from None
+        try:
+            if text.lstrip().startswith("["):
+                return Trace.from_json(text)
+            return Trace.from_python(text)
+        except TraceError as e:
+            raise TraceError("load", f"{path}: {e.message}") from None
 
     # -- replay
     def apply_to_schedule(self, sch: Schedule) -> None:
@@ -611,6 +681,8 @@ class Trace:
         >>> [(step, len(fresh.trace)) for step in sch.trace.replay_iter(fresh)]
         [(0, 1), (1, 2), (2, 3)]
         """
+        from .trace_load import check_decision
+
         if env is None:
             env = {}
 
@@ -630,7 +702,7 @@ class Trace:
             kwargs = {rename.get(n, n): resolve(v) for n, v in inst.args}
             if spec.to_call is not None:
                 kwargs = spec.to_call(kwargs)
-            _check_decision(step, spec, inst.decision)
+            check_decision(step, spec, inst.decision)
             if inst.decision is not None:
                 kwargs["decision"] = inst.decision
             method = getattr(sch, spec.method)
@@ -663,6 +735,8 @@ class Trace:
         """A copy with instruction ``index``'s decision replaced. ``index`` may also be
         the instruction itself, as in TVM's ``trace.with_decision(inst, decision)``.
         The decision is checked against the loop/block when the trace is replayed."""
+        from .trace_load import check_decision
+
         insts = list(self.insts)
         if isinstance(index, Instruction):
             found = [i for i, x in enumerate(insts) if x is index]
@@ -678,216 +752,9 @@ class Trace:
         index %= len(insts)
         if isinstance(decision, list):
             decision = tuple(decision)
-        _check_decision(index, insts[index].spec, decision)
+        check_decision(index, insts[index].spec, decision)
         insts[index] = replace(insts[index], decision=decision)
         return Trace(insts)
-
-
-# ---------------------------------------------------------------------------
-# loading helpers
-
-
-def _kind(step: int, name: Any) -> Kind:
-    if isinstance(name, str):
-        name = ALIASES.get(name, name)
-    if not isinstance(name, str) or name not in KINDS:
-        known = ", ".join(sorted(KINDS))
-        raise TraceError("load", f"step {step}: unknown instruction kind {name!r} (known: {known})")
-    return KINDS[name]
-
-
-def _new_rv(step: int, name: Any, symbols: dict[str, RV]) -> RV:
-    if name == "_":  # an output TVM leaves unnamed (a None tile)
-        return NoneRV()
-    if not isinstance(name, str) or not name or name[0] not in "blv":
-        raise TraceError("load", f"step {step}: bad output handle name {name!r}")
-    cls = {"b": BlockRV, "l": LoopRV, "v": ExprRV}[name[0]]
-    rv = cls()
-    symbols[name] = rv
-    return rv
-
-
-def _json_in(step: int, v: Any, symbols: dict[str, RV]) -> Any:
-    if isinstance(v, str):
-        # TVM's rule: text that starts and ends with a double quote is a string, the
-        # quotes stripped and nothing unescaped ('"""' is the string '"')
-        if len(v) >= 2 and v[0] == '"' and v[-1] == '"':
-            return v[1:-1]
-        if v.startswith('"'):
-            raise TraceError("load", f"step {step}: malformed string input {v!r}")
-        if v.startswith("{") and v.endswith("}"):  # an index map, as TVM writes one
-            from ..ir.index_map import IndexMap, IndexMapError
-
-            try:
-                return IndexMap.from_json(v)
-            except IndexMapError as e:
-                raise TraceError("load", f"step {step}: bad index map input: {e}") from None
-        if v == "None":
-            return None
-        if v not in symbols:
-            raise TraceError("load", f"step {step}: handle {v!r} is used before it is defined")
-        return symbols[v]
-    if isinstance(v, list):
-        return [_json_in(step, x, symbols) for x in v]
-    if v is None or isinstance(v, (int, float, bool)):
-        return v
-    raise TraceError("load", f"step {step}: unsupported input {v!r}")
-
-
-def _inst_from_json(step: int, raw: Any, symbols: dict[str, RV], decision: Any) -> Instruction:
-    if not (isinstance(raw, list) and len(raw) == 4):
-        raise TraceError("load", f"step {step}: expected [kind, inputs, attrs, outputs]")
-    kind_name, inputs, attrs, outputs = raw
-    spec = _kind(step, kind_name)
-    if not all(isinstance(x, list) for x in (inputs, attrs, outputs)):
-        raise TraceError("load", f"step {step}: inputs, attrs and outputs must be lists")
-    inputs = [
-        # an annotation's dict value is taken as it is (TVM reads no handles or quotes in it)
-        dict(v) if spec.name == "Annotate" and i == 1 and isinstance(v, dict)
-        and all(isinstance(k, str) for k in v) else _json_in(step, v, symbols)
-        for i, v in enumerate(inputs)
-    ]
-    fixed = [n for n in spec.inputs if not n.startswith("*")]
-    var = [n for n in spec.inputs if n.startswith("*")]
-    if len(inputs) < len(fixed) or (not var and len(inputs) != len(fixed)):
-        raise TraceError("load", f"step {step}: {spec.name} takes {len(fixed)} inputs")
-    if len(attrs) != len(spec.attrs):
-        raise TraceError(
-            "load", f"step {step}: {spec.name} takes {len(spec.attrs)} attrs, got {len(attrs)}"
-        )
-    args: dict[str, Any] = {}
-    pos = 0
-    for n in spec.inputs:
-        if n.startswith("*"):
-            nrest = len(inputs) - len(fixed)
-            args[n[1:]] = list(inputs[pos : pos + nrest])
-            pos += nrest
-        else:
-            args[n] = inputs[pos]
-            pos += 1
-    for n, v in zip(spec.attrs, attrs, strict=True):
-        if n in spec.index_map_attrs and v is not None:
-            from ..ir.index_map import IndexMap, IndexMapError
-
-            try:
-                v = IndexMap.from_json(v) if isinstance(v, str) else None
-            except IndexMapError as e:
-                raise TraceError("load", f"step {step}: bad index map attr {n}: {e}") from None
-            if v is None:
-                raise TraceError("load", f"step {step}: attr {n} must be an index map's JSON")
-        args[n] = bool(v) if n in spec.bool_attrs else v
-    _check_outputs(step, spec, len(outputs))
-    _check_decision(step, spec, decision)
-    outs = tuple(_new_rv(step, o, symbols) for o in outputs)
-    order = tuple(n.lstrip("*") for n in spec.inputs) + spec.attrs
-    return Instruction(spec.name, tuple((n, args[n]) for n in order), outs, decision)
-
-
-def _check_outputs(step: int, spec: Kind, count: int) -> None:
-    expected = {"none": 0, "single": 1}.get(spec.outputs)
-    if expected is not None and count != expected:
-        raise TraceError(
-            "load", f"step {step}: {spec.name} has {expected} output(s), the trace gives {count}"
-        )
-
-
-def _check_decision(step: int, spec: Kind, decision: Any) -> None:
-    if decision is not None and not spec.sampling:
-        raise TraceError(
-            "load", f"step {step}: {spec.name} is not a sampling instruction and takes no decision"
-        )
-
-
-def _method_spec(method: str) -> Kind | None:
-    """The kind whose Schedule method is ``method`` (kinds registered later count too)."""
-    for spec in KINDS.values():
-        if method in (spec.method, spec.tirx_method):
-            return spec
-    return None
-
-
-def _ast_value(step: int, node: ast.AST, symbols: dict[str, RV]) -> Any:
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id not in symbols:
-            raise TraceError(
-                "load", f"step {step}: handle {node.id!r} is used before it is defined"
-            )
-        return symbols[node.id]
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_ast_value(step, x, symbols) for x in node.elts]
-    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):
-        return {
-            _ast_value(step, k, symbols): _ast_value(step, x, symbols)  # type: ignore[arg-type]
-            for k, x in zip(node.keys, node.values, strict=True)
-        }
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        v = _ast_value(step, node.operand, symbols)
-        if isinstance(v, (int, float)):
-            return -v
-    if isinstance(node, ast.Lambda):  # kept as text, read with ast by whoever takes it
-        return LambdaText(ast.unparse(node))
-    raise TraceError("load", f"step {step}: unsupported argument `{ast.unparse(node)}`")
-
-
-def _inst_from_ast(step: int, node: ast.stmt, symbols: dict[str, RV]) -> Instruction:
-    targets: list[str] = []
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        t = node.targets[0]
-        elts = t.elts if isinstance(t, ast.Tuple) else [t]
-        if not all(isinstance(e, ast.Name) for e in elts):
-            raise TraceError("load", f"step {step}: unsupported assignment")
-        targets = [e.id for e in elts]  # type: ignore[attr-defined]
-        call = node.value
-    elif isinstance(node, ast.Expr):
-        call = node.value
-    else:
-        raise TraceError("load", f"step {step}: unsupported statement `{ast.unparse(node)}`")
-    if not (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and isinstance(call.func.value, ast.Name)
-        and call.func.value.id == "sch"
-    ):
-        raise TraceError("load", f"step {step}: expected a call sch.<primitive>(...)")
-    spec = _method_spec(call.func.attr)
-    if spec is None:
-        raise TraceError("load", f"step {step}: unknown primitive sch.{call.func.attr}")
-    args: dict[str, Any] = {}
-    if call.args:
-        if not spec.positional:
-            raise TraceError("load", f"step {step}: {spec.method} takes keyword arguments")
-        args[spec.positional[0]] = [_ast_value(step, a, symbols) for a in call.args]
-    decision = None
-    for kw in call.keywords:
-        if kw.arg is None:
-            raise TraceError("load", f"step {step}: ** arguments are not supported")
-        value = _ast_value(step, kw.value, symbols)
-        if kw.arg == "decision":
-            decision = value
-        else:
-            args[kw.arg] = value
-    order = tuple(n.lstrip("*") for n in spec.inputs) + spec.attrs
-    if spec.from_call is not None:
-        try:
-            args = spec.from_call(args)
-        except (TypeError, ValueError, KeyError) as e:
-            raise TraceError(
-                "load", f"step {step}: bad arguments to sch.{spec.method}: {e}"
-            ) from None
-    for name in spec.omit_empty:
-        args.setdefault(name, [])
-    missing = [n for n in order if n not in args]
-    extra = [n for n in args if n not in order]
-    if missing or extra:
-        raise TraceError(
-            "load", f"step {step}: sch.{spec.method} missing {missing} / unexpected {extra}"
-        )
-    _check_outputs(step, spec, len(targets))
-    _check_decision(step, spec, decision)
-    outs = tuple(_new_rv(step, t, symbols) for t in targets)
-    return Instruction(spec.name, tuple((n, args[n]) for n in order), outs, decision)
 
 
 __all__ = [

@@ -16,12 +16,18 @@ MetaSchedule's ``JSONDatabase``:
     emulator's estimate (``wb.tune(..., estimate="emulator")``) rather than a
     measurement. Estimated and measured records are never mixed: ``query_best`` and
     ``best_record`` look at measured ones unless asked for ``estimated=True``.
+    A measured record also carries its noise when known: ``"cv"``, ``"foreign_load"``
+    and ``"noisy"`` (see ``Measurement``); records without them load as quiet.
 
 Each line is appended with a single ``os.write`` on a file opened with ``O_APPEND``,
 then ``fsync``: a kill mid-tune leaves at most one partial last line. Loading parses
-JSON only (nothing is executed); a corrupt line is skipped and reported in
-:attr:`Database.problems` with its line number. The in-memory state is always what
-parsing the files gives: a commit appends the line, then parses it back.
+JSON only (nothing is executed), within the bounds of :mod:`workbench.schedule.limits`
+(a line of at most 8 MiB, nesting at most 64 deep, integers of at most 100 digits); a
+corrupt line, or one past a bound, is skipped with a :class:`DatabaseWarning` naming the
+file and the line, reported in :attr:`Database.problems` and counted in
+:attr:`Database.skipped`: one bad line never makes the whole database unreadable. The
+in-memory state is always what parsing the files gives: a commit appends the line, then
+parses it back.
 
 >>> import tempfile, workbench as wb
 >>> from workbench.search import Database
@@ -48,7 +54,7 @@ import statistics
 import threading
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -56,7 +62,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..ir import IRModule, PrimFunc, structural_hash
 from ..runtime.timing import Measurement
-from ..schedule import Schedule, Trace
+from ..schedule import Schedule, Trace, TraceError
+from ..schedule.limits import UntrustedInputError, loads_json, trace_location
 
 try:  # advisory locks keep workload indices consistent between processes (POSIX only)
     import fcntl
@@ -113,7 +120,10 @@ class Record:
     trace in TVM's JSON shape; ``run_secs`` the seconds of each repeat (None when the
     candidate failed); ``status`` is ``"ok"`` or the failure (``"build_error"``,
     ``"run_error"``, ``"timeout"``, ``"crash"``) with ``error`` saying why;
-    ``estimated``: ``run_secs`` is an emulator estimate, not a measurement.
+    ``estimated``: ``run_secs`` is an emulator estimate, not a measurement; ``line``:
+    its line number in ``records.jsonl`` when it was read from there (None otherwise);
+    ``cv``, ``foreign_load``, ``noisy``: the measurement's noise (None/False when the
+    line does not say).
 
     >>> r = Record(0, [[], []], (3e-6, 1e-6, 2e-6), "ok", "", "c", [], "")
     >>> r.median, r.ok
@@ -129,6 +139,10 @@ class Record:
     args_info: list
     created: str
     estimated: bool = False
+    line: int | None = field(default=None, compare=False)
+    cv: float | None = None
+    foreign_load: float | None = None
+    noisy: bool = False
 
     @property
     def ok(self) -> bool:
@@ -207,7 +221,7 @@ def _parse_workload(index: int, obj: Any) -> Workload:
     return Workload(index, obj["hash"], obj["name"], obj["script"], flops)
 
 
-def _parse_record(obj: Any, workloads: dict[int, Workload]) -> Record:
+def _parse_record(obj: Any, workloads: dict[int, Workload], line: int | None = None) -> Record:
     _require(obj, ("workload", "trace", "run_secs", "status"))
     index = _check_type(obj, "workload", int, "an integer")
     if index not in workloads:
@@ -240,8 +254,25 @@ def _parse_record(obj: Any, workloads: dict[int, Workload]) -> Record:
     estimated = obj.get("estimated", False)
     if not isinstance(estimated, bool):
         raise _Corrupt(f"field 'estimated' must be true or false, got {estimated!r}")
+    cv, load, noisy = _noise(obj)
     return Record(index, trace, run_secs, status, obj["error"], obj["target"],
-                  obj["args_info"], obj["created"], estimated)
+                  obj["args_info"], obj["created"], estimated, line, cv=cv,
+                  foreign_load=load, noisy=noisy)
+
+
+def _noise(obj: dict) -> tuple[float | None, float | None, bool]:
+    """(cv, foreign_load, noisy) of a record line; absent fields are None/False."""
+    out: list[Any] = []
+    for key in ("cv", "foreign_load"):
+        value = obj.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            raise _Corrupt(f"field {key!r} must be null or a number >= 0, got {value!r}")
+        out.append(None if value is None else float(value))
+    noisy = obj.get("noisy", False)
+    if not isinstance(noisy, bool):
+        raise _Corrupt(f"field 'noisy' must be true or false, got {noisy!r}")
+    return out[0], out[1], noisy
 
 
 def _read_lines(path: Path) -> list[tuple[int, bytes, bool]]:
@@ -259,13 +290,13 @@ def _read_lines(path: Path) -> list[tuple[int, bytes, bool]]:
 
 
 def _decode(raw: bytes, complete: bool) -> Any:
-    """The JSON value of one line, or :class:`_Corrupt`."""
+    """The JSON value of one line (within the bounds of
+    :mod:`workbench.schedule.limits`), or :class:`_Corrupt`."""
     try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        reason = f"not UTF-8 text ({e.reason} at byte {e.start})"
-    except (ValueError, RecursionError) as e:
-        reason = f"not valid JSON ({e})"
+        return loads_json(raw)
+    except UntrustedInputError as e:
+        where = trace_location(e.path[1:]) if e.path[:1] == ("trace",) else ""
+        reason = f"{e}{' in field trace, ' + where if where else ''}"
     if not complete:
         reason = f"partial last line (an interrupted write?): {reason}"
     raise _Corrupt(reason)
@@ -357,7 +388,8 @@ class Database:
     """Append-only tuning records in a directory (created if missing).
 
     ``problems`` lists every line the last load skipped, as ``"records.jsonl line 17:
-    <reason>"`` (line numbers from 1). ``reload()`` picks up other processes' appends.
+    <reason>"`` (line numbers from 1), and ``skipped`` counts them. ``reload()`` picks up
+    other processes' appends.
 
     >>> import tempfile, workbench as wb
     >>> func = wb.workloads.matmul(16, 16, 16)
@@ -418,7 +450,8 @@ class Database:
                 if not raw.strip():
                     continue
                 try:
-                    self._add_record(_parse_record(_decode(raw, complete), self._workloads))
+                    self._add_record(_parse_record(_decode(raw, complete), self._workloads,
+                                                   number))
                 except _Corrupt as e:
                     self.problems.append(f"{RECORDS_FILE} line {number}: {e}")
             new = [p for p in self.problems if p not in self._warned]
@@ -428,6 +461,18 @@ class Database:
                 warnings.warn(f"tuning database {self.path}: skipped {len(new)} corrupt "
                               f"line(s): {shown} (see Database.problems)", DatabaseWarning,
                               stacklevel=3)
+
+    @property
+    def skipped(self) -> int:
+        """How many lines (of both files) the last load skipped as corrupt; see
+        :attr:`problems` for which and why.
+
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as path:
+        ...     Database(path).skipped
+        0
+        """
+        return len(self.problems)
 
     def _add_workload(self, w: Workload) -> None:
         self._workloads[w.index] = w
@@ -517,6 +562,10 @@ class Database:
             }
             if estimated:
                 obj["estimated"] = True
+            measurement = getattr(result, "measurement", result)
+            if not estimated and isinstance(measurement, Measurement):
+                obj.update(cv=measurement.cv, foreign_load=measurement.foreign_load,
+                           noisy=measurement.noisy)
             line = json.dumps(obj, allow_nan=False)
             _append_line(self.records_path, line)
             record = _parse_record(json.loads(line), self._workloads)
@@ -574,20 +623,32 @@ class Database:
         """A fresh ``Schedule(func)`` with the best record's trace replayed, or None.
         Measured records only; ``estimated=True``: emulator-estimated ones only.
 
-        Raises :class:`TraceError` (naming the step) if that trace does not replay on
-        ``func``; a stored trace is data, never executed.
+        A record whose trace this version cannot read (an unknown instruction, a
+        malformed step) is passed over for the next best, with a
+        :class:`DatabaseWarning` naming its line. Raises :class:`TraceError` (naming the
+        step) if the best readable trace does not replay on ``func``; a stored trace is
+        data, never executed.
 
         >>> import tempfile, workbench as wb
         >>> with tempfile.TemporaryDirectory() as path:
         ...     Database(path).query_best(wb.workloads.matmul(8, 8, 8)) is None
         True
         """
-        record = self.best_record(func, target, estimated)
-        if record is None:
-            return None
-        sch = Schedule(func)
-        record.trace.apply_to_schedule(sch)
-        return sch
+        ok = [r for r in self.records(func) if r.ok and (target is None or r.target == target)
+              and r.estimated == bool(estimated)]
+        ok.sort(key=lambda r: r.median)  # type: ignore[arg-type,return-value]  # stable
+        for record in ok:
+            try:
+                trace = record.trace
+            except TraceError as e:
+                where = f"{RECORDS_FILE} line {record.line}" if record.line else "a record"
+                warnings.warn(f"tuning database {self.path}: {where} passed over, its trace "
+                              f"cannot be read: {e}", DatabaseWarning, stacklevel=2)
+                continue
+            sch = Schedule(func)
+            trace.apply_to_schedule(sch)
+            return sch
+        return None
 
     def export_schedule(
         self,

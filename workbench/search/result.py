@@ -45,6 +45,10 @@ class Trial:
     ``cached``: taken from the database instead of measured in this run;
     ``estimated``: ``latency`` is the GPU emulator's estimate
     (``wb.tune(..., estimate="emulator")``), not a measurement.
+    ``cv``, ``foreign_load`` and ``noisy`` are the measurement's noise (see
+    :class:`~workbench.runtime.timing.Measurement`; None/False when unknown);
+    ``remeasured``: the figure comes from the final re-measurement of the best
+    candidates (``TuneResult.final``).
     """
 
     index: int
@@ -57,6 +61,10 @@ class Trial:
     cached: bool = False
     origin: str = "random"
     estimated: bool = False
+    cv: float | None = None
+    foreign_load: float | None = None
+    noisy: bool = False
+    remeasured: bool = False
 
     @property
     def ok(self) -> bool:
@@ -81,6 +89,9 @@ class Best:
     func: PrimFunc | IRModule = field(repr=False)
     target: str = "c"
     estimated: bool = False  # latency is an emulator estimate, not a measurement
+    remeasured: bool = False  # latency is the final re-measurement (TuneResult.final)
+    noisy: bool = False  # that measurement was noisy
+    trial: int | None = None  # the index of its Trial
 
     @property
     def schedule(self) -> Schedule:
@@ -98,6 +109,8 @@ class Best:
     def __repr__(self) -> str:
         gflops = "" if self.gflops is None else f", {self.gflops:.1f} GFLOPS"
         what = " estimated (emulator profile, not measured)" if self.estimated else ""
+        what += " re-measured" if self.remeasured else ""
+        what += " NOISY" if self.noisy else ""
         return (f"Best({self.latency * 1e3:.4f} ms{what}{gflops}, {len(self.trace)} "
                 "instructions)")
 
@@ -166,6 +179,11 @@ class TuneResult:
     already seen (same trace or same generated C). ``estimated``: the latencies are
     the GPU emulator's estimates (``wb.tune(..., estimate="emulator")``), which the
     summary, the HTML view and the plot say.
+
+    ``final`` holds the re-measured best candidates (``wb.tune`` measures its top few
+    again, longer, at the end): when one of them succeeded, ``best`` is the fastest of
+    these figures and says ``remeasured``. ``noisy`` lists the noisy trials; the
+    summary counts them. ``threads`` is the thread count the run measured with.
     """
 
     def __init__(
@@ -185,8 +203,12 @@ class TuneResult:
         rejected: int = 0,
         duplicates: int = 0,
         estimated: bool = False,
+        final: list[Trial] | None = None,
+        threads: int | None = None,
     ):
         self.func = func
+        self.final = list(final or [])
+        self.threads = threads
         self.estimated = estimated
         self.trials = trials
         self.flops = flops
@@ -253,7 +275,10 @@ class TuneResult:
                 continue
             trials.append(Trial(len(trials), trace, r.status, r.median,
                                 describe_decisions(trace), "", r.error, cached=True,
-                                origin="", estimated=r.estimated))
+                                origin="", estimated=r.estimated,
+                                cv=getattr(r, "cv", None),
+                                foreign_load=getattr(r, "foreign_load", None),
+                                noisy=bool(getattr(r, "noisy", False))))
         targets = {r.target for r in records}
         return cls(
             func,
@@ -277,17 +302,23 @@ class TuneResult:
 
     @property
     def best(self) -> Best | None:
-        """The fastest successful trial (the earliest among equals), or None."""
-        ok = [t for t in self.trials if t.ok]
+        """The fastest successful trial (the earliest among equals), or None. When the
+        run re-measured its best candidates (``final``), the fastest re-measured one."""
+        ok = [t for t in self.final if t.ok] or [t for t in self.trials if t.ok]
         if not ok:
             return None
         t = min(ok, key=lambda t: (t.latency, t.index))
         return Best(t.trace, t.latency, self.gflops(t.latency), self.func, self.target,
-                    self.estimated)
+                    self.estimated, remeasured=t.remeasured, noisy=t.noisy, trial=t.index)
 
     @property
     def failures(self) -> list[Trial]:
         return [t for t in self.trials if not t.ok]
+
+    @property
+    def noisy(self) -> list[Trial]:
+        """The trials whose measurement was noisy (see ``Measurement.noisy``)."""
+        return [t for t in self.trials if t.noisy]
 
     def best_so_far(self) -> list[float | None]:
         """For each trial, the best latency among it and the trials before it."""
@@ -302,7 +333,7 @@ class TuneResult:
     @property
     def table(self) -> pandas.DataFrame:
         """One row per trial: trial, status, median latency (ms), GFLOPS, fraction of
-        peak, decisions, source hash, cached (from the database), error."""
+        peak, decisions, source hash, cached (from the database), error, noisy."""
         import pandas as pd
 
         rows = []
@@ -320,9 +351,10 @@ class TuneResult:
                 "source_hash": t.source_hash,
                 "cached": t.cached,
                 "error": t.error,
+                "noisy": t.noisy,
             })
         columns = ["trial", "status", "latency_ms", "gflops", "fraction_of_peak",
-                   "decisions", "source_hash", "cached", "error"]
+                   "decisions", "source_hash", "cached", "error", "noisy"]
         return pd.DataFrame(rows, columns=columns)
 
     # -------------------------------------------------------------------- plot
@@ -383,8 +415,13 @@ class TuneResult:
         """One line: trials, failures, the best latency and GFLOPS, the wall time."""
         n = len(self.trials)
         parts = [f"{n} trial{'s' if n != 1 else ''}"]
+        notes = []
         if self.failures:
-            parts[0] += f" ({len(self.failures)} failed)"
+            notes.append(f"{len(self.failures)} failed")
+        if self.noisy:
+            notes.append(f"{len(self.noisy)} noisy")
+        if notes:
+            parts[0] += f" ({', '.join(notes)})"
         best = self.best
         if best is None:
             parts.append("no successful trial")
@@ -393,12 +430,18 @@ class TuneResult:
             if self.estimated:
                 text = (f"best estimated {best.latency * 1e3:.3f} ms (emulator profile, "
                         "not measured)")
+            if best.remeasured:
+                text += f" (re-measured, best of {sum(t.ok for t in self.final)})"
+            if best.noisy:
+                text += " NOISY"
             if best.gflops is not None:
                 text += f" = {best.gflops:.1f} GFLOPS"
                 if self.peak:
                     text += f" ({100 * best.gflops / self.peak:.1f}% of peak)"
-            if self.numpy_time:
+            if self.numpy_time and not best.noisy:
                 text += f", {self.numpy_time / best.latency:.2f}x numpy"
+            elif self.numpy_time:
+                text += " (no ratio to numpy from a noisy measurement)"
             parts.append(text)
         parts.append(f"{self.wall_time:.1f} s")
         if self.interrupted:
@@ -423,11 +466,20 @@ class TuneResult:
                    "decisions", "cached"]
         if (top.error != "").any():
             columns.append("error")
+        if top.noisy.any():
+            columns.append("noisy")
         shown = top[columns]
         if self.estimated:  # say it in the column too
             shown = shown.rename(columns={"latency_ms": "estimated_latency_ms"})
         parts.append(shown.to_html(index=False, float_format=lambda x: f"{x:.4g}",
                                    na_rep="", classes="wb-tune-table"))
+        if self.final:
+            rows = "".join(
+                f"<li>trial {t.index}: "
+                + (f"{t.latency * 1e3:.4g} ms" if t.ok else html.escape(t.status))
+                + (" NOISY" if t.noisy else "") + "</li>" for t in self.final)
+            parts.append(f"<p><small>Re-measured at the end (best chosen from these):"
+                         f"</small></p><ul class=\"wb-tune-final\">{rows}</ul>")
         if len(table) > HTML_TOP_ROWS:
             parts.append(f"<p><small>The {HTML_TOP_ROWS} fastest of {len(table)} trials; "
                          "<code>result.table</code> has them all.</small></p>")
@@ -448,10 +500,15 @@ class TuneResult:
             "best_trace": None if best is None else best.trace.as_json_obj(),
             "peak": self.peak,
             "estimated": self.estimated,
-            "trials": [
-                {"trial": t.index, "status": t.status, "latency": t.latency,
-                 "decisions": t.decisions, "source_hash": t.source_hash,
-                 "cached": t.cached, "error": t.error}
-                for t in self.trials
-            ],
+            "best_remeasured": None if best is None else best.remeasured,
+            "threads": self.threads,
+            "trials": [_trial_dict(t) for t in self.trials],
+            "final": [_trial_dict(t) for t in self.final],
         }
+
+
+def _trial_dict(t: Trial) -> dict[str, Any]:
+    return {"trial": t.index, "status": t.status, "latency": t.latency,
+            "decisions": t.decisions, "source_hash": t.source_hash, "cached": t.cached,
+            "error": t.error, "cv": t.cv, "foreign_load": t.foreign_load,
+            "noisy": t.noisy, "remeasured": t.remeasured}

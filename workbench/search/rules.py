@@ -274,10 +274,12 @@ def check_tile_bias(
     accumulators: tuple[int, int] | None,
     panel: tuple[int, int] | None,
     whole_reduction: float,
+    registers: int | None = None,
 ) -> None:
     """Refuse (ValueError) tile-draw options of :func:`multi_level_tiling` that make no
     sense: ``accumulators`` not ``(low, high)`` with ``1 <= low <= high``, ``panel``
-    not two positive integers, ``whole_reduction`` not a probability.
+    not two positive integers, ``whole_reduction`` not a probability, ``registers``
+    not None or an integer of at least 3 (an accumulator, a loaded vector, a broadcast).
 
     >>> check_tile_bias((4, 24), (1 << 20, 32), 0.75)
     >>> check_tile_bias((8, 4), None, 0.5)  # doctest: +ELLIPSIS
@@ -302,6 +304,12 @@ def check_tile_bias(
         raise ValueError(
             f"multi_level_tiling: panel must be (max_bytes, min_reuse), two positive "
             f"integers, got {panel!r}"
+        )
+    if registers is not None and (
+        isinstance(registers, bool) or not isinstance(registers, int) or registers < 3
+    ):
+        raise ValueError(
+            f"multi_level_tiling: registers must be None or an integer >= 3, got {registers!r}"
         )
     if isinstance(whole_reduction, bool) or not isinstance(whole_reduction, (int, float)) or not (
         0.0 <= whole_reduction <= 1.0
@@ -452,6 +460,8 @@ def multi_level_tiling(
     accumulators: tuple[int, int] | None = (4, 24),
     panel: tuple[int, int] | None = (1 << 20, 32),
     whole_reduction: float = 0.75,
+    registers: int | None = None,
+    tile_unroll: int | None = 0,
 ) -> bool:
     """Tile reduction ``block`` into the levels of ``structure``, MetaSchedule style.
 
@@ -480,6 +490,19 @@ def multi_level_tiling(
     gains nothing, and a 512-step copy with a vector loop inside takes the C compiler
     20 s instead of 0.3 s.
 
+    ``tile_unroll`` (default 0; None: no annotation) is the unroll budget
+    (``pragma_auto_unroll_max_step``) put on the register tile's outermost loop and on
+    the write-back's, overriding the budget sampled later for the whole nest: with 0
+    the C compiler unrolls them itself and keeps the accumulators in registers. gcc 12
+    does not when the tile rows or the write-back are unrolled by ``#pragma GCC
+    unroll``: it then loads and stores every accumulator at each step of the reduction
+    (matmul 512^3 with an 8x8 register tile, one core of an AVX2 machine: 28 GFLOPS
+    with any budget above 0 against 71 with none; with this, 70-74 for every budget).
+    The accumulators only stay in registers when the register tile's output tile is
+    the whole ``local`` cache (tiles of 1 between the reduction levels, see
+    ``whole_reduction``): a tile at a variable offset in a larger cache is updated in
+    memory (24-28 against 70 GFLOPS there).
+
     With ``vector_width > 1`` the spatial tilings are drawn together
     (:func:`draw_tilings`), the axis the output is contiguous in (vectorized later)
     among its tilings whose innermost tile is a multiple of ``vector_width``
@@ -488,6 +511,16 @@ def multi_level_tiling(
     * the register tile -- the innermost spatial tiles, the outputs that each step of
       the innermost reduction loop updates -- needs ``accumulators = (low, high)``
       vector registers (None: any);
+    * with ``registers`` (the vector register file, e.g. 16 on AVX2, 32 on AVX-512),
+      the register tile fits it: its accumulators, one loaded vector per vector of
+      the contiguous axis and one broadcast (``rows * cols + cols + 1`` registers for
+      ``rows x cols`` vectors; 6x2 and 4x2 fit 16, 8x2 does not) and has at least as
+      many rows as column vectors (None: any). The rows reuse each vector of the
+      streamed operand (``B`` of a matmul, read from L2 once per row of tiles), the
+      columns each broadcast element of the other (read from L1): so a tall tile needs
+      less L2 bandwidth per FMA. On one core of an AVX2 machine, matmul 512^3 with
+      whole-K register tiles: 8x1 vectors 71 GFLOPS, 4x2 61, 2x4 28 (gcc also spills
+      that one); numpy 94;
     * with ``cache_read``, each packed panel holds at most ``panel[0]`` bytes (so it
       stays in L2) and serves at least ``panel[1]`` iterations of the loops that do
       not index it (so its copy is paid for) (None: any);
@@ -516,7 +549,7 @@ def multi_level_tiling(
     check_structure(structure, write_level if cache_write else None)
     if cache_read:
         check_structure(structure, read_level)
-    check_tile_bias(accumulators, panel, whole_reduction)
+    check_tile_bias(accumulators, panel, whole_reduction, registers)
     blk: Block = sch.get(block)  # type: ignore[assignment]
     loop_rvs = sch.get_loops(block)
     loops: list[For] = [sch.get(lp) for lp in loop_rvs]  # type: ignore[misc]
@@ -532,7 +565,7 @@ def multi_level_tiling(
         decisions = _draw_spatial(
             rng, blk, loops, structure, max_innermost_factor, vector_width, accumulators,
             read_level if cache_read else None, panel,
-            middle if middle and rng.random() < whole_reduction else [],
+            middle if middle and rng.random() < whole_reduction else [], registers,
         )
     tiles: list[list[LoopRV]] = []
     for iv, rv in zip(blk.iter_vars, loop_rvs, strict=True):
@@ -557,6 +590,10 @@ def multi_level_tiling(
         copy = sch.cache_write(block, 0, cache_write)
         _fold_epilogue(sch, copy)
         sch.reverse_compute_at(copy, level_ends[write_level - 1])
+        if tile_unroll is not None:  # the write-back too (see the docstring)
+            back = sch.get_loops(copy)[order.index(level_ends[write_level - 1]) + 1:]
+            if back:
+                sch.annotate(back[0], AUTO_UNROLL_KEY, tile_unroll)
     if cache_read:
         for index in vector_operands(blk):  # by name: the block's reads change above
             packed = sch.cache_read(block, blk.reads[index].buffer.name, cache_read)
@@ -564,6 +601,9 @@ def multi_level_tiling(
             copy_loops = sch.get_loops(packed)[order.index(level_ends[read_level - 1]) + 1:]
             if copy_loops:  # never unroll the copy (see the docstring)
                 sch.annotate(copy_loops[0], AUTO_UNROLL_KEY, 0)
+    if tile_unroll is not None and structure.endswith("S") and counts["S"] > 1:
+        tile = next(t[-1] for t, k in zip(tiles, kinds, strict=True) if k == "S")
+        sch.annotate(tile, AUTO_UNROLL_KEY, tile_unroll)  # see the docstring
     if decompose:  # the outermost reduction loop: the first R level's first tile
         sch.decompose_reduction(block, next(t[0] for t, k in zip(tiles, kinds) if k == "R"))
     return True
@@ -580,6 +620,7 @@ def _draw_spatial(
     read_level: int | None,
     panel: tuple[int, int] | None,
     unit_levels: Sequence[int],
+    registers: int | None = None,
 ) -> dict[Var, list[int]]:
     """The spatial tilings of :func:`multi_level_tiling`, drawn together
     (:func:`draw_tilings`) so that the register tile needs ``accumulators`` vectors
@@ -614,6 +655,11 @@ def _draw_spatial(
             for i, tiling in enumerate(tilings):
                 count *= tiling[-1] / vector_width if i == vec else tiling[-1]
             score *= _outside(count, *accumulators)
+        if registers is not None and vec is not None:
+            cols = tilings[vec][-1] / vector_width
+            rows = math.prod(t[-1] for i, t in enumerate(tilings) if i != vec)
+            score *= max((rows * cols + cols + 1) / registers, 1.0) ** 4  # spills cost most
+            score *= max(cols / rows, 1.0)  # each loaded vector serves >= cols rows
         for used, r_elems, itemsize in packed:
             size, reuse = r_elems * itemsize, 1
             for (var, _), tiling in zip(spatial, tilings):
@@ -627,9 +673,14 @@ def _draw_spatial(
 
     drawn = draw_tilings(
         rng, [e for _, e in spatial], n, max_innermost_factor, contiguous=vec,
-        vector_width=vector_width, unit_levels=unit_levels, miss=miss,
+        vector_width=vector_width, unit_levels=unit_levels, miss=miss, max_draws=DRAWS,
     )
     return {var: t for (var, _), t in zip(spatial, drawn, strict=True)}
+
+
+#: Draws :func:`multi_level_tiling` makes before it keeps the closest miss: large
+#: extents have many tilings and few fit every bias (256 draws cost about 5 ms).
+DRAWS = 256
 
 
 def _middle_levels(structure: str) -> list[int]:

@@ -10,7 +10,10 @@ The rules run in this order (see :mod:`workbench.search.rules`):
 1. :func:`~workbench.search.rules.auto_inline` on every element-wise stage;
 2. :func:`~workbench.search.rules.multi_level_tiling` on every reduction block with
    data reuse (matmul, conv, batch matmul, gemv), its tile sizes drawn towards
-   register tiles of 4 to 24 vectors and packed panels that fit L2, its epilogue
+   register tiles that fit the machine's vector registers and packed panels that fit
+   its L2 (:func:`cpu_space_settings`: 8x1 or 4x2 vectors of 8 floats on AVX2,
+   16x1, 8x2 or 4x4 vectors of 16 on AVX-512), the register tile and its write-back
+   left to the C compiler to unroll, its epilogue
    folded into the write-back of the output tile, and (``cache_read="auto"``) its
    vector-loaded input packed into panels when that input's rows are half a page or
    more apart;
@@ -31,16 +34,111 @@ The rules run in this order (see :mod:`workbench.search.rules`):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..ir import Block, IRModule, PrimFunc
 from ..ir.analysis import block_path, iter_blocks, loops_above
+from ..runtime.peak import CpuCaches, VectorIsa, cpu_caches, vector_isa
 from ..schedule import Schedule
 from . import rules
 
-__all__ = ["default_space"]
+__all__ = ["CpuSpaceSettings", "cpu_space_settings", "default_space"]
+
+#: ``default_space`` options that default to the machine's :class:`CpuSpaceSettings`.
+AUTO: Any = "auto"
+
+#: Packed-panel budget when sysfs does not give the L2 size.
+FALLBACK_L2_BYTES = 1 << 20
+#: Each packed panel must serve at least this many iterations of the loops not indexing it.
+PANEL_MIN_REUSE = 32
+
+
+@dataclass(frozen=True)
+class CpuSpaceSettings:
+    """The machine-dependent choices of :func:`default_space`, derived from a CPU's
+    vector ISA and caches by :func:`cpu_space_settings`.
+
+    ``vector_width``: the float32 lanes of one vector (the contiguous axis's register
+    tile is a multiple of it); ``registers``: the vector register file the register
+    tile must fit (accumulators + loaded vectors + a broadcast); ``accumulators``:
+    ``(low, high)`` accumulator vectors of a register tile; ``panel``: ``(max_bytes,
+    min_reuse)`` of a packed panel (it stays in the core's L2).
+
+    Example:
+        >>> settings = cpu_space_settings(["avx2", "fma"], CpuCaches(32 << 10, 512 << 10, None))
+        >>> settings.vector_width, settings.registers, settings.accumulators, settings.panel
+        (8, 16, (8, 13), (524288, 32))
+    """
+
+    isa: VectorIsa
+    caches: CpuCaches
+    vector_width: int
+    registers: int
+    accumulators: tuple[int, int]
+    panel: tuple[int, int]
+
+    def options(self) -> dict[str, Any]:
+        """The :func:`default_space` keyword arguments these settings stand for.
+
+        >>> cpu_space_settings({"avx2"}, CpuCaches(None, 1 << 20, None)).options()["registers"]
+        16
+        """
+        return {
+            "vector_width": self.vector_width,
+            "registers": self.registers,
+            "accumulators": self.accumulators,
+            "panel": self.panel,
+        }
+
+
+def cpu_space_settings(
+    isa: VectorIsa | Iterable[str] | None = None, caches: CpuCaches | None = None
+) -> CpuSpaceSettings:
+    """Derive the register tile, vector width and panel size of the default space from
+    a CPU description: ``isa`` (a :class:`~workbench.runtime.peak.VectorIsa` or the
+    CPU flags, ``/proc/cpuinfo`` spelling) and ``caches``; each defaults to this
+    machine's. So a test can ask what an AVX-512 machine would get on any machine.
+
+    The rules (none is fitted to one CPU):
+
+    * vector width = the ISA's float32 lanes (16 with AVX-512, 8 with AVX2, 4 SSE);
+    * a register tile needs at least half the vector registers as accumulators (with
+      two FMA units of latency 4, eight independent chains keep both busy) and fits
+      the register file with one loaded vector per column vector and a broadcast
+      (``rows * cols + cols + 1 <= registers``): 8x1 or 4x2 vectors on AVX2 (16
+      registers), 16x1, 8x2 or 4x4 on AVX-512 (32);
+    * a packed panel holds at most the core's L2 (1 MiB when unknown) and serves at
+      least 32 iterations of the loops that do not index it.
+
+    >>> avx512 = cpu_space_settings({"avx512f", "avx2", "fma"}, CpuCaches(48 << 10, 2 << 20, None))
+    >>> avx512.vector_width, avx512.registers, avx512.accumulators, avx512.panel
+    (16, 32, (16, 29), (2097152, 32))
+    >>> cpu_space_settings(set(), CpuCaches(None, None, None)).panel
+    (1048576, 32)
+    """
+    if not isinstance(isa, VectorIsa):
+        isa = vector_isa(isa)
+    if caches is None:
+        caches = cpu_caches()
+    registers = isa.registers
+    return CpuSpaceSettings(
+        isa=isa,
+        caches=caches,
+        vector_width=isa.lanes,
+        registers=registers,
+        accumulators=(registers // 2, registers - 3),
+        panel=(caches.l2 or FALLBACK_L2_BYTES, PANEL_MIN_REUSE),
+    )
+
+
+@functools.cache
+def _host_settings() -> CpuSpaceSettings:
+    return cpu_space_settings()
 
 SUPPORTED_TARGETS = ("c",)
 
@@ -82,16 +180,19 @@ def default_space(
     *,
     structure: str = "SSRSRS",
     max_innermost_factor: int = 64,
-    vector_width: int = 16,
+    vector_width: int = AUTO,
     write_level: int = 2,
     cache_read: str | None = "auto",
-    accumulators: tuple[int, int] | None = (4, 24),
-    panel: tuple[int, int] | None = (1 << 20, 32),
-    whole_reduction: float = 0.75,
+    accumulators: tuple[int, int] | None = AUTO,
+    panel: tuple[int, int] | None = AUTO,
+    whole_reduction: float = 0.9,
     max_jobs_per_core: int = 16,
     max_vector_extent: int = 64,
     unroll_max_steps: Sequence[int] = (0, 16, 64, 256),
     num_cores: int | None = None,
+    registers: int | None = AUTO,
+    settings: CpuSpaceSettings | None = None,
+    micro_kernel: bool = True,
 ) -> Callable[[Schedule], None]:
     """The default CPU space for ``func``: a function ``space(sch) -> None`` that
     schedules a fresh ``wb.Schedule(func, seed=...)`` with the CPU rules.
@@ -108,6 +209,20 @@ def default_space(
     rule draws towards register tiles that fit the vector registers, packed panels
     that fit L2, and register tiles that accumulate over the whole reduction (see
     :func:`~workbench.search.rules.multi_level_tiling`).
+
+    ``whole_reduction`` is 0.9 here (0.75 in the rule): a register tile that does not
+    accumulate over the whole reduction is updated in memory by gcc, at about a third
+    of the speed (see :func:`~workbench.search.rules.multi_level_tiling`); a tenth of
+    the samples still explore such tiles.
+    ``vector_width``, ``registers``, ``accumulators`` and ``panel`` default to the
+    ``settings`` (a :class:`CpuSpaceSettings`; by default :func:`cpu_space_settings`
+    of this machine: its vector ISA and caches); any of them given explicitly wins.
+
+    A single float32 matmul (64 or more on each axis) on a CPU with an FMA micro-kernel
+    for its vector ISA gets :func:`~workbench.search.micro_kernel_rule.micro_kernel_space`
+    instead (``micro_kernel=False`` turns that off): packed panels of ``A`` and ``B``
+    feeding the register-blocked kernel through ``tensorize``, the way BLAS libraries
+    do; a C compiler alone cannot keep that many accumulators in registers.
 
     >>> import workbench as wb
     >>> func = wb.workloads.matmul(128, 128, 128)
@@ -128,8 +243,20 @@ def default_space(
                 f"default_space: expected one function, the module has {func.names}"
             )
         func = func[func.names[0]]
+    host = settings if settings is not None else _host_settings()
+    if micro_kernel and target == "c":
+        from .micro_kernel_rule import flags_of_isa, micro_kernel_space
+
+        packed = micro_kernel_space(func, flags_of_isa(host.isa), num_cores=num_cores)
+        if packed is not None:
+            return packed
+    machine = host.options()
+    vector_width = machine["vector_width"] if vector_width is AUTO else vector_width
+    registers = machine["registers"] if registers is AUTO else registers
+    accumulators = machine["accumulators"] if accumulators is AUTO else accumulators
+    panel = machine["panel"] if panel is AUTO else panel
     rules.check_structure(structure, write_level)
-    rules.check_tile_bias(accumulators, panel, whole_reduction)
+    rules.check_tile_bias(accumulators, panel, whole_reduction, registers)
     name = func.name
 
     def space(sch: Schedule) -> None:
@@ -153,6 +280,7 @@ def default_space(
                     accumulators=accumulators,
                     panel=panel,
                     whole_reduction=whole_reduction,
+                    registers=registers,
                 )
         rules.parallel_vectorize_unroll(
             sch,

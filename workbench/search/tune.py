@@ -11,7 +11,12 @@ The loop, batch after batch until ``trials`` candidates are done:
    an isolated worker process with a timeout, so a crashing or hanging candidate
    comes back as a failed trial and the Python process lives on;
 4. each result goes to the database (when given) as soon as it is measured, and to
-   the strategy.
+   the strategy;
+5. at the end the ``remeasure`` fastest candidates are measured again, longer
+   (:mod:`workbench.search.remeasure`), and the best is chosen from those figures.
+
+Every measurement runs with ``threads`` threads (None: ``wb.get_num_threads()``) and
+records its noise; the result counts the noisy trials.
 
 Ctrl-C (KeyboardInterrupt) stops the run cleanly: ``tune`` returns what was measured,
 which is also in the database already.
@@ -28,8 +33,10 @@ the database.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -54,15 +61,24 @@ ESTIMATES = ("emulator",)
 SEARCH_TIMER: dict[str, Any] = {"repeat": 3, "min_repeat_ms": 50, "warmup": 1}
 
 
-def _check_args(trials: Any, strategy: Any, batch_size: Any, timeout: Any) -> None:
+def _check_args(trials: Any, strategy: Any, batch_size: Any, timeout: Any,
+                threads: Any = None, remeasure: Any = None) -> None:
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"tune: trials must be a positive integer, got {trials!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"tune: unknown strategy {strategy!r}; choose one of {STRATEGIES}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"tune: batch_size must be a positive integer, got {batch_size!r}")
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-        raise ValueError(f"tune: timeout must be a positive number of seconds, got {timeout!r}")
+    if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+            or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError("tune: timeout must be a positive number of seconds (finite), "
+                         f"got {timeout!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"tune: threads must be a positive integer or None, got {threads!r}")
+    if remeasure is not None and (isinstance(remeasure, bool) or not isinstance(remeasure, int)
+                                  or remeasure < 0):
+        raise ValueError(f"tune: remeasure must be an integer >= 0 or None, got {remeasure!r}")
 
 
 def _gpu_target(target: Any, estimate: Any) -> Any:
@@ -145,13 +161,15 @@ def _numpy_seconds(reference: Any) -> float | None:
     return float(seconds)
 
 
-def _default_measurer(timeout: float) -> Callable[[Kernel], RunResult]:
+def _default_measurer(timeout: float, threads: int | None = None,
+                      timer: dict[str, Any] | None = None) -> Callable[[Kernel], RunResult]:
     from ..runtime.isolation import default_worker
 
     worker = default_worker()
+    options = SEARCH_TIMER if timer is None else timer
 
     def measure(kernel: Kernel) -> RunResult:
-        return worker.measure_kernel(kernel, timeout=timeout, **SEARCH_TIMER)
+        return worker.measure_kernel(kernel, timeout=timeout, threads=threads, **options)
 
     return measure
 
@@ -163,11 +181,43 @@ def _default_builder(mods: Sequence[IRModule], target: str = "c") -> list:
 
 
 def _open_database(database: Any) -> Database | None:
-    if database is None or not isinstance(database, (str, Path)):
-        return database
     from .database import Database
 
-    return Database(database)
+    if database is None or isinstance(database, Database):
+        return database
+    if isinstance(database, (str, Path)):
+        return Database(database)
+    raise TypeError(
+        "tune: database must be a wb.Database, a folder path (str or Path) or None, "
+        f"got {type(database).__name__}"
+    )
+
+
+def _measure_options(timeout: float, threads: int | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``Worker.measure_kernel`` for one candidate (what a remote
+    runner gets too; ``threads=None`` lets each machine use its own setting)."""
+    return {"timeout": timeout, "threads": threads, **SEARCH_TIMER}
+
+
+def _pipeline(builder: Any, runner: Any, measurer: Any, target: str, estimated: bool,
+              timeout: float, threads: int | None = None) -> Any:
+    """A :class:`~workbench.search.distributed.Pipeline` when ``builder`` or ``runner``
+    is an Executor (None otherwise); checks both arguments' types."""
+    from .distributed import Pipeline, check_stage
+
+    check_stage(builder, "builder")
+    check_stage(runner, "runner")
+    if runner is not None and measurer is not None:
+        raise ValueError("tune: pass runner= or measurer=, not both")
+    if not isinstance(builder, Executor) and not isinstance(runner, Executor):
+        return None
+    if estimated or target != "c":
+        raise ValueError("tune: builder/runner executors measure C candidates "
+                         f"(target='c'), not target={target!r}"
+                         + (" with estimate='emulator'" if estimated else ""))
+    return Pipeline(builder, runner if runner is not None else measurer,
+                    _measure_options(timeout, threads),
+                    lambda mods: _default_builder(mods, target))
 
 
 def _peak(tgt: Any = None) -> float:
@@ -207,9 +257,12 @@ def tune(
     batch_size: int = 8,
     *,
     cost_model: bool | Any = False,
-    builder: Callable[[Sequence[IRModule]], list] | None = None,
+    builder: Callable[[Sequence[IRModule]], list] | Executor | None = None,
+    runner: Callable[[Kernel], RunResult] | Executor | None = None,
     callback: Callable[[Trial], None] | None = None,
     estimate: str | None = None,
+    threads: int | None = None,
+    remeasure: int | None = None,
 ) -> TuneResult:
     """Search for the fastest schedule of ``func`` and return a :class:`TuneResult`.
 
@@ -223,7 +276,11 @@ def tune(
     ``seed`` tells which one a run without it used). Each candidate is measured in a
     worker process with ``timeout`` seconds; ``measurer(kernel) -> RunResult`` replaces
     that (tests pass a fake one) and ``builder(mods) -> [Kernel | error text]`` the
-    parallel compiler. ``numpy_reference`` (seconds, or a Measurement) is shown in
+    parallel compiler; either may be a ``concurrent.futures.Executor`` (a
+    ``ProcessPoolExecutor``, a dask cluster's ``client.get_executor()``) that builds or
+    measures (isolated, on the machine it runs on) candidates shipped as plain data,
+    several at once (see :mod:`workbench.search.distributed`); ``runner`` also takes a
+    ``measurer``. ``numpy_reference`` (seconds, or a Measurement) is shown in
     the summary and the plot. ``cost_model=True`` ranks mutated candidates with
     :class:`~workbench.search.cost_model.CostModel` before measuring (or pass a
     model). ``progress`` shows a tqdm bar; Ctrl-C stops the run and returns what was
@@ -234,6 +291,14 @@ def tune(
     ``wb.Target``, a dict): see the module docstring; on a machine without a GPU a CUDA
     target needs ``estimate="emulator"`` (estimated latencies, labelled as such
     everywhere) or a ``measurer`` of your own.
+    ``threads`` is the thread count every candidate runs with (None:
+    ``wb.get_num_threads()``; pass the same to ``wb.measure`` for a NumPy reference).
+    ``remeasure``: at the end the ``remeasure`` fastest candidates are measured again
+    with more repeats (``remeasure.FINAL_TIMER``) and ``result.best`` comes from those
+    figures (``result.final``). None means 3 with the worker and 0 with a ``measurer``
+    of your own (pass a count to have it called again); 0 turns it off. Not done for
+    estimates or an interrupted run; with executors the finalists are built and
+    measured again by the ``builder`` and ``runner``.
 
     >>> import workbench as wb
     >>> def space(sch):
@@ -242,11 +307,13 @@ def tune(
     ...     sch.reorder(i, j0, k, j1)
     >>> result = wb.tune(wb.workloads.matmul(64, 64, 64), space, trials=3, seed=0,
     ...                  progress=False)
-    >>> len(result.trials), result.best.latency == min(t.latency for t in result.trials)
-    (3, True)
+    >>> len(result.trials), len(result.final), result.best.remeasured  # 3 finalists
+    (3, 3, True)
+    >>> result.best.latency == min(t.latency for t in result.final)
+    True
     """
     func = _as_func(func)
-    _check_args(trials, strategy, batch_size, timeout)
+    _check_args(trials, strategy, batch_size, timeout, threads, remeasure)
     gpu = _gpu_target(target, estimate)
     if gpu is not None and estimate is None and measurer is None:
         _require_gpu(gpu)  # before any work
@@ -265,9 +332,13 @@ def tune(
     if seed is None:
         seed = random.SystemRandom().getrandbits(32)
     rng = random.Random(seed)
+    pipeline = _pipeline(builder, runner, measurer, target, estimated, timeout, threads)
+    if pipeline is None and runner is not None:
+        measurer = runner
     db = _open_database(database)
     estimator = _estimator(gpu) if estimated else None
-    measure = measurer if measurer is not None or estimated else _default_measurer(timeout)
+    local = measurer is not None or estimated or pipeline is not None
+    measure = measurer if local else _default_measurer(timeout, threads)
     build = builder if builder is not None else (lambda mods: _default_builder(mods, target))
     factory = CandidateFactory(func, space, target)
     search = _make_search(strategy, factory, rng, trials, batch_size, cost_model)
@@ -280,6 +351,7 @@ def tune(
 
     start = perf_counter()
     interrupted = exhausted = False
+    final: list[Trial] = []
     try:
         while len(run.trials) < trials:
             batch = search.propose(min(batch_size, trials - len(run.trials)))
@@ -297,9 +369,24 @@ def tune(
                 for cand in fresh:
                     run.add_result(cand, estimator(cand))
                 continue
+            if pipeline is not None:
+                pipeline.run_batch(fresh, run.add_result)
+                continue
             kernels = build([c.mod for c in fresh]) if fresh else []
             for cand, kernel in zip(fresh, kernels, strict=True):
                 run.add_measured(cand, kernel, measure)
+        finalists = (3 if measurer is None else 0) if remeasure is None else remeasure
+        if finalists and not estimated:
+            from .remeasure import FINAL_TIMER, remeasure_finalists
+
+            if pipeline is not None:  # on the machines that measured the search
+                final = remeasure_finalists(
+                    func, run.trials, list,
+                    lambda mod: pipeline.measure_module(mod, FINAL_TIMER), finalists)
+            else:
+                again = measurer if measurer is not None else _default_measurer(
+                    timeout, threads, FINAL_TIMER)
+                final = remeasure_finalists(func, run.trials, build, again, finalists)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -319,6 +406,8 @@ def tune(
         seed=seed,
         rejected=factory.rejected,
         duplicates=factory.duplicates,
+        final=final,
+        threads=threads,
     )
 
 
@@ -342,11 +431,13 @@ class _Run:
                         desc=f"tune {getattr(func, 'name', '')}".strip())
 
     def _add(self, cand: Candidate, status: str, latency: float | None, error: str,
-             cached: bool) -> None:
+             cached: bool, noise: Any = None) -> None:
+        from .remeasure import noise_fields
+
         ok = status == "ok" and latency is not None
         self.trials.append(Trial(len(self.trials), cand.trace, status, latency if ok else None,
                                  cand.decisions, cand.source_hash, error, cached,
-                                 cand.origin, self.estimated))
+                                 cand.origin, self.estimated, **noise_fields(noise)))
         self.search.tell(cand, latency if ok else None)
         if ok and (self.best is None or latency < self.best):
             self.best = latency
@@ -363,7 +454,7 @@ class _Run:
     def add_known(self, cand: Candidate, record: Any) -> None:
         """A candidate the database already measured: count it with its stored result."""
         latency = record.median if record.status == "ok" else None
-        self._add(cand, record.status, latency, record.error, cached=True)
+        self._add(cand, record.status, latency, record.error, cached=True, noise=record)
 
     def add_measured(self, cand: Candidate, kernel: Any, measure: Callable) -> None:
         """Measure a built candidate (or record its build error) and commit it."""
@@ -381,7 +472,8 @@ class _Run:
             self.db.commit(self.func, cand.trace, result, target=self.target,
                            estimated=self.estimated)
         latency = result.measurement.median if result.ok and result.measurement else None
-        self._add(cand, result.status, latency, result.error, cached=False)
+        noise = result.measurement if latency is not None and not self.estimated else None
+        self._add(cand, result.status, latency, result.error, cached=False, noise=noise)
 
     def close(self) -> None:
         self.bar.close()

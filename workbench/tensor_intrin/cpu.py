@@ -46,6 +46,7 @@ True
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..codegen.extern import cpu_flags
@@ -59,6 +60,7 @@ __all__ = [
     "cpu_flags",
     "dot_intrin",
     "fma_intrin",
+    "fma_intrin_named",
     "register_all",
     "run_micro_kernel",
     "standalone_source",
@@ -496,3 +498,26 @@ def run_micro_kernel(kernel: MicroKernel | str, c, a, b) -> None:
     else:
         fn.argtypes = [ptr, ptr, ptr]
         fn(c.ctypes.data, a.ctypes.data, b.ctypes.data)
+
+
+_FMA_NAME = re.compile(r"x86_fma_f32_(\d{1,2})x(\d{1,3})x(\d{1,5})_(avx2|avx512)")
+
+
+def fma_intrin_named(name: str) -> MicroKernel | None:
+    """The K-blocked FMA micro-kernel a name like ``x86_fma_f32_6x16x512_avx2`` stands
+    for, made and registered now (None for any other name): a trace that tensorizes with
+    one replays in a process that has not made it yet (``tensorize`` looks names up here).
+
+    >>> fma_intrin_named("x86_fma_f32_6x16x128_avx2").tile
+    (6, 16, 128)
+    >>> fma_intrin_named("not_an_fma") is None
+    True
+    """
+    match = _FMA_NAME.fullmatch(str(name))
+    if match is None:
+        return None
+    rows, cols, k = (int(g) for g in match.groups()[:3])
+    try:
+        return fma_intrin(rows, cols, k, match.group(4))
+    except ValueError:  # a shape the kernels do not come in
+        return None

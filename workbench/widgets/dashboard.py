@@ -190,7 +190,9 @@ def render_table(rows: Sequence[Row], max_rows: int | None = MAX_ROWS) -> str:
     for r in shown:
         classes = ["wb-best"] * r.best + ["wb-failed"] * (not r.ok) + ["wb-selected"] * r.selected
         style = ";".join([_BEST_BG] * r.best + [_SELECTED] * r.selected)
-        status = html.escape(r.status) + (" ★" if r.best else "")
+        status = html.escape(r.status) + (" ★" if r.best else "") + (
+            ' <span class="wb-noisy" title="noisy measurement">noisy</span>'
+            if r.noisy else "")
         status_style = cell if r.ok else f"{cell};{_ERROR}"
         error = html.escape(_short(r.error))
         out.append(
@@ -215,8 +217,16 @@ def render_table(rows: Sequence[Row], max_rows: int | None = MAX_ROWS) -> str:
 
 
 def _header_html(model: DashboardModel) -> str:
+    """The summary line; with a noisy trial a warning after it (noisy figures may be
+    off by a lot: re-measure on a quiet machine, or with fewer threads)."""
+    summary = model.summary()
+    warning = ""
+    if " noisy" in summary or "NOISY" in summary:
+        warning = (f'<div class="wb-noisy-warning" style="{_FONT};{_ERROR};padding:2px 0">'
+                   "Noisy measurements: other processes used the CPU, or the samples "
+                   "spread widely; compare figures with care.</div>")
     return (f'<div style="{_FONT};font-weight:600;padding:2px 0">'
-            f"{html.escape(model.summary())}</div>")
+            f"{html.escape(summary)}</div>{warning}")
 
 
 def _message_html(text: str) -> str:

@@ -42,6 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SORT_KEYS", "DashboardModel", "PlotData", "Row", "format_ms"]
 
+#: A best trial above this fraction of the machine's peak is a measuring accident: the
+#: header shows no ratio to numpy for it.
+IMPLAUSIBLE_PEAK_FRACTION = 1.5
+
 #: Orders the table and the candidate list can be sorted in.
 SORT_KEYS = ("latency", "trial", "status")
 
@@ -86,7 +90,8 @@ class Row:
     """One candidate as the table shows it. ``latency_ms``, ``gflops`` and
     ``percent_of_peak`` are None for a failed trial (or an unknown flop count/peak);
     ``origin`` is ``"random"``, ``"mutated"`` or ``""`` (unknown); ``best`` marks the
-    fastest trial and ``selected`` the one whose trace is shown."""
+    fastest trial and ``selected`` the one whose trace is shown; ``noisy``: its
+    measurement was noisy."""
 
     trial: int
     status: str
@@ -99,6 +104,7 @@ class Row:
     error: str
     best: bool = False
     selected: bool = False
+    noisy: bool = False
 
     @property
     def ok(self) -> bool:
@@ -110,7 +116,8 @@ class Row:
         failed (crash)"``."""
         if self.latency_ms is None:
             return f"trial {self.trial} — failed ({self.status})"
-        return f"trial {self.trial} — {format_ms(self.latency_ms / 1e3)} ({self.status})"
+        status = f"{self.status}, noisy" if self.noisy else self.status
+        return f"trial {self.trial} — {format_ms(self.latency_ms / 1e3)} ({status})"
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,7 @@ class DashboardModel:
         self.flops = flops
         self.peak = peak if peak else None
         self._numpy_time = _seconds(numpy_time, "numpy_time")
+        self._numpy_noisy = bool(getattr(numpy_time, "noisy", False))
         self.strategy = strategy
         self.target = target
         self._wall_time = wall_time
@@ -393,6 +401,7 @@ class DashboardModel:
     @numpy_time.setter
     def numpy_time(self, value: float | Any | None) -> None:
         self._numpy_time = _seconds(value, "numpy_time")
+        self._numpy_noisy = bool(getattr(value, "noisy", False))
         self.version += 1
 
     @property
@@ -517,25 +526,48 @@ class DashboardModel:
 
     def summary(self) -> str:
         """One line: trials, failures, the best latency, GFLOPS, % of peak and the
-        speed-up over numpy."""
+        speed-up over numpy.
+
+        A noisy best trial is marked ``NOISY``, and the ratio to numpy is left out when
+        either time is noisy or the best is faster than the machine's peak allows (a
+        figure no kernel can reach is a measuring accident): the header says why.
+        """
         n = len(self._trials)
         text = f"{_func_name(self.func)}: {n} trial{'s' if n != 1 else ''}"
-        if self._failures:
-            text += f" ({self._failures} failed)"
+        noisy = sum(1 for t in self._trials if getattr(t, "noisy", False))
+        notes = ([f"{self._failures} failed"] if self._failures else []) + (
+            [f"{noisy} noisy"] if noisy else [])
+        if notes:
+            text += f" ({', '.join(notes)})"
         best = self.best
         if best is None:
             return text + ", no successful trial"
         text += f", best {best.latency * 1e3:.3f} ms"  # type: ignore[operator]
         if getattr(best, "estimated", False):
             text += " estimated (emulator profile, not measured)"
+        if getattr(best, "noisy", False):
+            text += " NOISY"
         gflops = self.gflops(best.latency)
         if gflops is not None:
             text += f" = {gflops:.1f} GFLOPS"
             if self.peak:
                 text += f" ({100 * gflops / self.peak:.1f}% of peak)"
         if self.numpy_time:
-            text += f", {self.numpy_time / best.latency:.2f}x numpy"  # type: ignore[operator]
+            why = self._no_ratio_reason(best, gflops)
+            if why:
+                text += f", no ratio to numpy ({why})"
+            else:
+                text += f", {self.numpy_time / best.latency:.2f}x numpy"  # type: ignore[operator]
         return text
+
+    def _no_ratio_reason(self, best: Trial, gflops: float | None) -> str:
+        """Why the ratio to numpy would mislead (``""`` when it is fine to show)."""
+        if getattr(best, "noisy", False) or self._numpy_noisy:
+            return "noisy measurement"
+        if gflops is not None and self.peak and not getattr(best, "estimated", False) \
+                and gflops > IMPLAUSIBLE_PEAK_FRACTION * self.peak:
+            return "faster than the machine's peak: a measuring accident"
+        return ""
 
     def rows(self) -> list[Row]:
         """The table's rows: filtered by ``show_failures``, ordered by ``sort``."""
@@ -557,6 +589,7 @@ class DashboardModel:
                 error=t.error,
                 best=best is not None and t.index == best.index,
                 selected=t.index == self._selected,
+                noisy=bool(getattr(t, "noisy", False)),
             ))
         if self._sort == "latency":
             out.sort(key=lambda r: (r.latency_ms is None, r.latency_ms or 0.0, r.trial))

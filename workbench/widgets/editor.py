@@ -74,7 +74,9 @@ class ScheduleEditor(widgets.VBox):
     Select a block or loop in the tree, pick an action (its arguments adapt to the
     selection: divisors of the loop for split, only legal target loops for
     compute_at...), press Apply. Undo / Redo / Reset walk the history; Measure builds
-    and times the current schedule in a worker process. ``ScheduleEditor("file.json")``
+    and times the current schedule in a worker process, with ``threads`` threads (None:
+    ``wb.get_num_threads()``) and at most ``timeout`` seconds (a finite number > 0); the
+    Measure tab flags a noisy measurement. ``ScheduleEditor("file.json")``
     opens a schedule file (``sch.save``): its function, with its trace as the first
     step; "Save schedule" writes one. Pasted TVMScript text (a ``@T.prim_func`` or an
     ``@I.ir_module`` with one function) opens too. The same from Python:
@@ -95,8 +97,9 @@ class ScheduleEditor(widgets.VBox):
     False
     """
 
-    def __init__(self, func: Any, *, timeout: float = 10.0, syntax: str = "classic"):
-        self.model = EditorModel(func, timeout=timeout)
+    def __init__(self, func: Any, *, timeout: float = 10.0, syntax: str = "classic",
+                 threads: int | None = None):
+        self.model = EditorModel(func, timeout=timeout, threads=threads)
         self._syncing = False
         self._iteration_view: Any = None
         self._iteration_dirty = True
@@ -612,9 +615,18 @@ class ScheduleEditor(widgets.VBox):
             return
         last = records[-1]
         color = "inherit" if last.ok else "var(--jp-error-color1,#c62828)"
+        threads = f"{last.threads} thread{'s' if last.threads != 1 else ''}" \
+            if last.threads else ""
+        note = ""
+        if last.noisy:
+            note = ('<div class="wb-noisy-warning" style="color:var(--jp-warn-color1,#e65100)">'
+                    "Noisy: other processes used the CPU or the samples spread widely; "
+                    "measure again before comparing.</div>")
         self.measure_html.value = (
             f'<div style="font-family:var(--jp-code-font-family,monospace);color:{color}">'
-            f"{html.escape(last.summary())}</div>"
+            f"{html.escape(last.summary())}"
+            + (f' <span style="opacity:0.7">({threads})</span>' if threads else "")
+            + f"</div>{note}"
         )
         self.history_plot.value = _history_svg(records)
         self.tabs.selected_index = 4
@@ -656,7 +668,7 @@ def _history_svg(records: list[MeasureRecord]) -> str:
     top = max(values) if any(values) else 1.0
     for n, r in enumerate(records):
         text = (f"{r.median * 1e3:.3g} ms" + (f", {r.gflops:.1f} GFLOPS" if r.gflops else "")
-                if r.ok else r.status)
+                + (" (noisy)" if r.noisy else "") if r.ok else r.status)
         ax.text((values[n] or 0) + top * 0.01, n, text, va="center", fontsize="small")
     ax.set_xlim(0, top * 1.45)
     ax.set_title("this session's measured schedules", fontsize="medium")

@@ -140,7 +140,12 @@ class MeasureRecord:
     """One press of Measure: the history ``step`` measured and what came out.
 
     ``status`` is ``"ok"``, ``"build_error"`` or the isolated runner's failure
-    (``"crash"``, ``"timeout"``, ``"run_error"``); times are seconds.
+    (``"crash"``, ``"timeout"``, ``"run_error"``); times are seconds. ``cv``,
+    ``foreign_load`` and ``noisy`` are the measurement's noise (see
+    ``wb.Measurement``), ``threads`` the thread count it ran with.
+
+    >>> MeasureRecord(1, "split", "ok", 2e-3, cv=0.3, noisy=True).summary()
+    'step 1 (split): 2.0000 ms — NOISY (cv=0.30)'
     """
 
     step: int
@@ -150,6 +155,10 @@ class MeasureRecord:
     gflops: float | None = None
     fraction_of_peak: float | None = None
     error: str = ""
+    cv: float | None = None
+    foreign_load: float | None = None
+    noisy: bool = False
+    threads: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -163,6 +172,10 @@ class MeasureRecord:
             text += f", {self.gflops:.2f} GFLOPS"
         if self.fraction_of_peak is not None:
             text += f" ({100 * self.fraction_of_peak:.1f}% of peak)"
+        if self.noisy:
+            from ..runtime.noise import describe_noise
+
+            text += f" — NOISY ({describe_noise(self)})"
         return text
 
 
@@ -243,11 +256,17 @@ class EditorModel:
 
     ``func`` is a PrimFunc, an IRModule with one function, or a Schedule (its state
     and trace become the starting point, which Reset returns to). ``timeout`` bounds
-    each measurement (seconds, in a worker process).
+    each measurement (seconds, in a worker process: a finite number > 0); ``threads``
+    is the thread count the kernel is measured with (None: ``wb.get_num_threads()``).
     """
 
     def __init__(self, func: PrimFunc | IRModule | Schedule | str | os.PathLike, *,
-                 timeout: float = 10.0):
+                 timeout: float = 10.0, threads: int | None = None):
+        from ..runtime.isolation import _check_timeout
+        from ..runtime.threads import _check as check_threads
+
+        timeout = _check_timeout(timeout, "ScheduleEditor")
+        threads = check_threads(threads)
         opened = None
         if isinstance(func, str) and "\n" in func.strip():  # pasted TVMScript
             from ..script import from_script
@@ -266,6 +285,7 @@ class EditorModel:
             )
         start.func  # noqa: B018 - refuses a module with several functions, with its message
         self.timeout = timeout
+        self.threads = threads
         self._history: list[_Step] = [_Step(start, "start")]
         self._pos = 0
         self.error = ""
@@ -766,7 +786,7 @@ class EditorModel:
         else:
             try:
                 m = measure_isolated(kernel, repeat=repeat, min_repeat_ms=min_repeat_ms,
-                                     timeout=self.timeout)
+                                     timeout=self.timeout, threads=self.threads)
             except MeasureError as e:
                 record = MeasureRecord(self._pos, description, e.result.status,
                                        error=e.result.error[:500])
@@ -774,7 +794,9 @@ class EditorModel:
                 gflops = m.gflops
                 peak = peak_gflops()
                 record = MeasureRecord(self._pos, description, "ok", m.median, gflops,
-                                       gflops / peak if gflops and peak else None)
+                                       gflops / peak if gflops and peak else None,
+                                       cv=m.cv, foreign_load=m.foreign_load, noisy=m.noisy,
+                                       threads=m.threads)
         self.measurements.append(record)
         self._notify("measure")
         return record

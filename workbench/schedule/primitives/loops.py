@@ -68,6 +68,15 @@ from ._common import (
 )
 from .affine_binding import affine_problem, loop_domain
 
+#: The most factors one ``split`` takes. A perfect split of a loop of extent ``n`` has
+#: at most ``log2(n)`` factors above 1 (31 for a 32-bit extent); more only adds unit
+#: loops, and each nested loop costs every later primitive, printer and compiler.
+MAX_SPLIT_FACTORS = 64
+
+
+class TooManyFactorsError(InvalidFactorsError):
+    """``split`` with more than :data:`MAX_SPLIT_FACTORS` factors."""
+
 
 class MixedIterTypeLoopError(ScheduleError):
     """A loop drives both a spatial and a reduction iter var of one block; moving it
@@ -159,6 +168,40 @@ class _RawSubstituter(Mutator):
         return super().visit_expr(e)
 
 
+def _fused_index(new_vars: list[Var], sizes: list, dt: str,
+                 preserve_unit_iters: bool) -> PrimExpr:
+    """The old loop variable in terms of the new ones, ``v0 * s0 + v1 * s1 + ... + vn``
+    (``s_i`` the product of the sizes after ``i``), as the simplifier's canonical form
+    writes it. Built in one pass for constant sizes (folding the sum one factor at a
+    time re-canonicalises the growing sum each step: cubic in the number of factors);
+    a symbolic size goes through the simplifier."""
+    if all(isinstance(f, int) for f in sizes):
+        terms = []
+        stride = 1
+        for v, f in reversed(list(zip(new_vars, sizes, strict=True))):
+            if not (f == 1 and not preserve_unit_iters):
+                terms.append(v if stride == 1 else Mul(v, const(stride, dt)))
+            stride *= f
+        if not terms:
+            return const(0, dt)
+        terms.reverse()
+        fused: PrimExpr = terms[0]
+        for t in terms[1:]:
+            fused = Add(fused, t)
+        return fused
+    return _fused_index_folded(new_vars, sizes, dt, preserve_unit_iters)
+
+
+def _fused_index_folded(new_vars: list[Var], sizes: list, dt: str,
+                        preserve_unit_iters: bool) -> PrimExpr:
+    """:func:`_fused_index` by the simplifier, one factor at a time (any sizes)."""
+    fused: PrimExpr = const(0, dt)
+    for v, f in zip(new_vars, sizes, strict=True):
+        term = const(0, dt) if (isinstance(f, int) and f == 1 and not preserve_unit_iters) else v
+        fused = add(mul(fused, f if isinstance(f, PrimExpr) else const(f, dt)), term)
+    return fused
+
+
 def _mixed_iter_block(loop: For) -> tuple[str, str, str] | None:
     """(block, spatial var, reduction var) if ``loop`` feeds both kinds in one block."""
     for s in iter_stmts(loop.body, enter_blocks=False):
@@ -206,11 +249,21 @@ def split(
 
     At most one factor may be ``None`` (inferred as ``ceil(extent / product)``).
     When the product exceeds the extent, blocks under the loop get the predicate
-    ``fused < extent`` (unless ``disable_predication``), as in TVM.
+    ``fused < extent`` (unless ``disable_predication``), as in TVM. At most
+    :data:`MAX_SPLIT_FACTORS` factors (``TooManyFactorsError``); the cost grows
+    linearly with their number.
     """
     path = find_loop_path(func, "split", loop_var)
     loop: For = path[-1]  # type: ignore[assignment]
     name = loop.loop_var.name
+    if len(factors) > MAX_SPLIT_FACTORS:
+        raise TooManyFactorsError(
+            "split",
+            f'{len(factors)} factors for loop "{name}": at most {MAX_SPLIT_FACTORS} (a '
+            f"perfect split of a 32-bit extent has at most 31 factors above 1)",
+            func,
+            loops=[loop_var],
+        )
     _check_plain("split", func, loop)
     if len(factors) < 2:
         raise InvalidFactorsError(
@@ -272,10 +325,7 @@ def split(
         needs_guard = not (isinstance(over, IntImm) and over.value == 0)
     taken = names_in_scope(func, path, loop)
     new_vars = [Var(fresh_name(f"{name}_{i}", taken), dt) for i in range(len(sizes))]
-    fused: PrimExpr = const(0, dt)
-    for v, f in zip(new_vars, sizes, strict=True):
-        term = const(0, dt) if (isinstance(f, int) and f == 1 and not preserve_unit_iters) else v
-        fused = add(mul(fused, f if isinstance(f, PrimExpr) else const(f, dt)), term)
+    fused = _fused_index(new_vars, sizes, dt, preserve_unit_iters)
     bounds = loop_bounds(func)
     bounds.update({v: (0, f - 1) for v, f in zip(new_vars, sizes, strict=True)})
     # TVM's form of the split value in predicates: ((v0 * f1 + v1) * f2 + v2) ...
@@ -322,8 +372,10 @@ def fuse(
             )
     for pos, lp in enumerate(loops):
         _check_independent_extent("fuse", func, lp, loops[:pos])
-    # the fused loop is int64 if any loop is; a symbolic extent makes the product symbolic
-    dt = "int64" if any(lp.loop_var.dtype == "int64" for lp in loops) else "int32"
+    # the fused loop is int64 if any loop is or the product exceeds int32; a symbolic
+    # extent makes the product symbolic
+    dt = "int64" if any(lp.loop_var.dtype == "int64" for lp in loops) or _static_product(
+        loops) > 2**31 - 1 else "int32"
     extent = 1
     for lp in loops:
         extent = extent * lp.extent if isinstance(lp.extent, int) else extent_expr(
@@ -349,6 +401,14 @@ def fuse(
     body = _LoopVarRewriter(mapping, bounds).visit_stmt(loops[-1].body)
     new_loop = For(fused_var, extent, "serial", body)
     return replace_path(func, paths[0], new_loop), fused_var
+
+
+def _static_product(loops: list[For]) -> int:
+    """The product of the static extents of ``loops`` (symbolic ones are left out)."""
+    n = 1
+    for lp in loops:
+        n *= lp.extent if isinstance(lp.extent, int) else 1
+    return n
 
 
 def reorder(func: PrimFunc, loop_vars: list[Var]) -> PrimFunc:

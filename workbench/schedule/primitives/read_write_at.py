@@ -45,6 +45,7 @@ from ...ir import (
     BufferRegion,
     BufferStore,
     For,
+    IfThenElse,
     IterVar,
     PrimExpr,
     PrimFunc,
@@ -53,10 +54,10 @@ from ...ir import (
     Var,
 )
 from ...ir.buffer import shares_storage
-from ...ir.expr import const, extent_expr
+from ...ir.expr import GE, LT, IntImm, const, extent_expr
 from ...ir.functor import iter_exprs, substitute
-from ...ir.intset import EMPTY, eval_interval, interval_union
-from ...ir.simplify import simplify
+from ...ir.intset import EMPTY, eval_interval, interval_union, prove_le
+from ...ir.simplify import and_, int_range, simplify
 from ..errors import ScheduleError
 from ._common import find_block_path, find_loop_path, fresh_name, is_root, replace_path
 from ._pipeline import check_stage_pipeline
@@ -66,6 +67,7 @@ from .reindex import _taken_blocks, check_unconditional_read
 __all__ = [
     "BufferNotAccessedUnderLoopError",
     "ReadAfterLastWriteError",
+    "ReadBeforeWriteError",
     "WriteAfterFirstReadError",
     "read_at",
     "write_at",
@@ -84,6 +86,13 @@ class WriteAfterFirstReadError(ScheduleError):
 class ReadAfterLastWriteError(ScheduleError):
     """``write_at``: the buffer is read under the loop after the last statement that
     writes it, so that read would miss the values stored back only after it."""
+
+
+class ReadBeforeWriteError(ScheduleError):
+    """``write_at``: a block under the loop reads the buffer before (or while) it is
+    written there, e.g. an accumulation ``C = C + ...`` whose initial value is stored
+    outside the loop. The copy starts empty, so that read would see uninitialised memory
+    (TVM makes that program; we refuse it)."""
 
 
 def _dom(loops) -> dict[Var, tuple[PrimExpr, PrimExpr]]:
@@ -159,6 +168,18 @@ def _read_write_at(
                 w_pos.append(i)
             if has_r if is_read else has_w:
                 boxes.append(_relax(blk, src, is_read, _dom(loops + threads)))
+            if not is_read and has_r and blk.init is None and (has_w or not w_pos):
+                raise ReadBeforeWriteError(
+                    prim,
+                    f'block "{blk.name}" reads buffer "{src.name}" under loop '
+                    f'"{loop_var.name}" before the values stored there are written '
+                    f'(an update of a value stored outside the loop); "{src.name}_{scope}" '
+                    "would start uninitialised. Use cache_write, which copies the update "
+                    "back, or decompose_reduction under the loop first",
+                    func,
+                    loops=[loop_var],
+                    blocks=[blk.name],
+                )
     uses = r_pos if is_read else w_pos
     if not uses:
         raise BufferNotAccessedUnderLoopError(
@@ -226,7 +247,7 @@ def _relax(block: Block, buf: Buffer, reads: bool, dom) -> list:
 
 def _union(boxes: list, buf: Buffer) -> list[tuple[PrimExpr, PrimExpr]]:
     """(min, extent) per dimension of the union of ``boxes`` (the whole dimension where
-    a box has no interval)."""
+    a box has no interval), a constant interval clipped to the buffer's shape."""
     out = []
     for d, dim in enumerate(buf.shape):
         iv = EMPTY
@@ -234,14 +255,47 @@ def _union(boxes: list, buf: Buffer) -> list[tuple[PrimExpr, PrimExpr]]:
             iv = interval_union(iv, box[d])
         if iv is None or iv is EMPTY:
             out.append((const(0, buf.index_dtype), extent_expr(dim, buf.index_dtype)))
-        else:
-            out.append((simplify(iv[0]), simplify(iv[1] + 1 - iv[0])))
+            continue
+        lo, hi = simplify(iv[0]), simplify(iv[1])
+        if isinstance(lo, IntImm) and isinstance(hi, IntImm) and isinstance(dim, int):
+            # a constant box is clipped to the buffer (a padded split covers more rows)
+            start, stop = max(lo.value, 0), min(hi.value + 1, dim)
+            if stop > start:
+                out.append((const(start, lo.dtype), const(stop - start, lo.dtype)))
+                continue
+        out.append((lo, simplify(hi + 1 - lo)))
     return out
+
+
+def _inclusive(lo: int, extent, dtype: str) -> tuple:
+    """``[lo, lo + extent)`` as inclusive bounds (the upper an int where it is known)."""
+    hi = simplify(extent_expr(extent, dtype) + (lo - 1))
+    return lo, hi.value if isinstance(hi, IntImm) else hi
+
+
+def _in_buffer(idx: tuple[PrimExpr, ...], buf: Buffer, bounds) -> PrimExpr:
+    """The condition keeping ``buf[idx]`` inside ``buf`` for the loops of ``bounds``:
+    true where it provably is, else the bounds ``idx`` may cross (a region relaxed over
+    a padded split, ``ceil(n / f) * f`` iterations, reaches past the buffer's end)."""
+    cond: PrimExpr = const(True)
+    for i, dim in zip(idx, buf.shape):
+        lo, hi = int_range(i, bounds)
+        if lo is None or lo < 0:
+            cond = and_(cond, GE(i, const(0, i.dtype)))
+        if isinstance(dim, int):
+            outside = hi is None or hi > dim - 1
+        else:
+            outside = not prove_le(i, simplify(extent_expr(dim, i.dtype) - 1), bounds)
+        if outside:
+            cond = and_(cond, LT(i, extent_expr(dim, i.dtype)))
+    return cond
 
 
 def _copy_block(name, src, dst, is_read, domain, outer: list[For], below_scope) -> Block:
     """The ``auto_copy`` block: iter vars for the loops (at or above the loop, inside the
-    scope) its region depends on, plain loops over the region inside it."""
+    scope) its region depends on, plain loops over the region inside it; where the
+    region may leave the buffer, the copy is guarded by an ``if`` (TVM copies the
+    whole relaxed region and reads past the buffer there)."""
     in_scope = {id(s) for s in below_scope}
     loops = {lp.loop_var: lp for lp in outer if id(lp) in in_scope}
     mapping: dict[Var, Var] = {}
@@ -262,6 +316,12 @@ def _copy_block(name, src, dst, is_read, domain, outer: list[For], below_scope) 
     idx = tuple(simplify(mn + ax) for (mn, _), ax in zip(region, axes))
     copy_from, copy_to = (src, dst) if is_read else (dst, src)
     body: Stmt = BufferStore(copy_to, BufferLoad(copy_from, idx), idx)
+    bounds = {mapping[x]: _inclusive(lp.min, lp.extent, x.dtype)
+              for x, lp in loops.items() if x in mapping}
+    bounds.update({ax: _inclusive(0, ext, ax.dtype) for ax, (_, ext) in zip(axes, region)})
+    guard = _in_buffer(idx, src, bounds)
+    if not (isinstance(guard, IntImm) and guard.value):
+        body = IfThenElse(guard, body)
     for ax, (_, ext) in reversed(list(zip(axes, region))):
         extent = ext.value if hasattr(ext, "value") else ext
         body = For(ax, extent, "serial", body)

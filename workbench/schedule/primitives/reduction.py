@@ -255,6 +255,22 @@ def _copy_loop(lp: For, var: Var, body: Stmt) -> For:
 # decompose_reduction
 
 
+def _init_predicate(pred: PrimExpr, discarded: list[For]) -> list[PrimExpr]:
+    """The conjuncts of ``pred`` that guard the init block. A loop without a copy in the
+    init's nest is a unit loop or a loop of the reduction only; the init runs where it
+    is at its first value (a unit loop's only value, the start of the reduction), so a
+    conjunct mentioning it is evaluated there and kept unless that makes it true. TVM
+    drops every such conjunct, which loses the padding guard ``i_0 * 2 + i_1 < 1`` once
+    ``split(..., preserve_unit_iters=False)`` took the unit ``i_0`` out of the binding."""
+    at_start = {lp.loop_var: IntImm(lp.min, lp.loop_var.dtype) for lp in discarded}
+    kept = []
+    for c in conjuncts(pred):
+        if expr_vars(c) & at_start.keys():
+            c = simplify(substitute(c, at_start))
+        kept.extend(conjuncts(c))
+    return kept
+
+
 def decompose_reduction(
     func: PrimFunc, block_name: str, loop_var: Var
 ) -> tuple[PrimFunc, str, str]:
@@ -263,6 +279,7 @@ def decompose_reduction(
     Returns ``(new_func, init_block_name, update_block_name)``. The init block gets a
     copy (named ``<loop>_init``) of every loop at or below ``loop_var`` that its spatial
     bindings use; the original block is renamed ``<block>_update`` and loses its init.
+    The init keeps the block's predicate, a loop without a copy fixed at its first value.
     Refuses a block that is not a reduction block, a loop that is not above the block,
     and a loop below a loop that a reduce iter var depends on.
     """
@@ -324,7 +341,7 @@ def decompose_reduction(
         for lp in chosen
     }
     blocks = block_names_in(func)
-    kept = [c for c in conjuncts(block.predicate) if not expr_vars(c) & discarded]
+    kept = _init_predicate(block.predicate, [lp for lp in loops[idx:] if lp.loop_var in discarded])
     init_block = Block(
         fresh_name(f"{block_name}_init", blocks),
         tuple(init_ivs),

@@ -27,7 +27,13 @@ block's iter vars are all spatial.
 Invariants (TVM's checks): the block is a leaf; every access of the buffer in its body
 uses the same indices, none opaque (``A.data``); its scope is a stage pipeline; the
 loops between the scope and the block form a chain (each the only statement of the one
-above), so the copy has a place next to the nest.
+above), so the copy has a place next to the nest. Beyond TVM's: a read of a buffer the
+block also writes (``C = C + A * B`` after ``decompose_reduction``) is refused
+(:class:`BufferReadAndWrittenError`): TVM moves the store to the new buffer too and never
+copies it back, so the result is lost. An index using a variable other than the block's
+iter vars (a loop inside the block's body, as in ``read_at``'s copy blocks) is refused
+(:class:`IndexNotByIterVarsError`): the copy outside the block would use that variable
+out of its scope (TVM makes that IR, and its build fails).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from ...ir import (
     BufferStore,
     For,
     IterVar,
+    Let,
+    LetStmt,
     MatchBufferRegion,
     PrimExpr,
     PrimFunc,
@@ -84,7 +92,9 @@ __all__ = [
     "AmbiguousBufferNameError",
     "BufferSharedInNestError",
     "BufferAccessNotFoundError",
+    "BufferReadAndWrittenError",
     "ConditionalReadError",
+    "IndexNotByIterVarsError",
     "NonUniqueBufferAccessError",
     "NotLeafBlockError",
     "NotLoopChainError",
@@ -100,6 +110,18 @@ __all__ = [
 class BufferSharedInNestError(ScheduleError):
     """Another block in the block's loop nest writes the buffer (or, reindexing a
     write, reads it): the copy placed next to the nest would miss it."""
+
+
+class BufferReadAndWrittenError(ScheduleError):
+    """Reindexing a read of a buffer the block also writes (``C = C + A * B`` after
+    ``decompose_reduction``): the store would move to the new buffer too, and the copy
+    made before the nest never goes back. (TVM makes that IR and loses the result.)"""
+
+
+class IndexNotByIterVarsError(ScheduleError):
+    """The block accesses the buffer at an index using a variable that is not one of its
+    iter vars (a loop or let inside its body, ``relu[v0 + ax0, ax1]`` in ``read_at``'s
+    copy): the new buffer and the copy outside the block cannot be indexed by it."""
 
 
 class ConditionalReadError(ScheduleError):
@@ -255,6 +277,41 @@ def _access_indices(func: PrimFunc, prim: str, block: Block, buf: Buffer) -> tup
     return found[0]
 
 
+def _check_index_vars(func: PrimFunc, prim: str, block: Block, buf: Buffer,
+                      indices: tuple) -> None:
+    """Refuse an index that uses a variable other than the block's iter vars (or the
+    function's shape vars, or a ``Let`` bound inside the index itself). (TVM does not
+    check: its copy then uses the block's inner loop vars outside their loops.)"""
+    allowed = {iv.var for iv in block.iter_vars} | set(func.shape_vars)
+    allowed |= {x.var for i in indices for x in iter_exprs(i) if isinstance(x, Let)}
+    stray: list[Var] = []
+    for i in indices:
+        for x in iter_exprs(i):
+            if isinstance(x, Var) and x not in allowed and x not in stray:
+                stray.append(x)
+    if not stray:
+        return
+    inner: set[Var] = set()
+    for s in iter_stmts(block.body):
+        if isinstance(s, For):
+            inner.add(s.loop_var)
+        elif isinstance(s, LetStmt):
+            inner.add(s.var)
+    names = ", ".join(v.name for v in stray)
+    where = ("bound inside the block" if all(v in inner for v in stray)
+             else "not iter vars of the block")
+    raise IndexNotByIterVarsError(
+        prim,
+        f'block "{block.name}" accesses buffer "{buf.name}" at '
+        f'[{", ".join(map(str, indices))}], which uses {names} ({where}); the new buffer '
+        "can be indexed only by the block's iter vars, and the copy outside the block "
+        "cannot see those variables (cache_read / cache_write copy the buffer without "
+        "them)",
+        func,
+        blocks=[block.name],
+    )
+
+
 def _check_nest_alone(func: PrimFunc, prim: str, path: list[Stmt], scope: Block,
                       buf: Buffer, kind: str) -> None:
     """Refuse when another block in the block's loop nest (beside it in the innermost
@@ -366,6 +423,7 @@ def reindex(func: PrimFunc, block_name: str, buffer_index: int, kind: str) -> tu
     bounds = {iv.var: (0, iv.extent - 1) for iv in block.iter_vars if isinstance(iv.extent, int)}
     indices = tuple(simplify(i, bounds) for i in indices)
     used = {x for i in indices for x in iter_exprs(i) if isinstance(x, Var)}
+    _check_index_vars(func, prim, block, buf, indices)
     kept = [iv for iv in block.iter_vars if iv.var in used]
     _check_loop_chain(func, prim, path, scope)
     if kind == "write":
@@ -373,6 +431,15 @@ def reindex(func: PrimFunc, block_name: str, buffer_index: int, kind: str) -> tu
         # (a loop not starting at 0) writes only part of it
         check_starts_at_zero(func, prim, path[path.index(scope) + 1:])
     _check_nest_alone(func, prim, path, scope, buf, kind)
+    if kind == "read" and any(w.buffer is buf for w in block.writes or ()):
+        raise BufferReadAndWrittenError(
+            prim,
+            f'block "{block_name}" reads and writes buffer "{buf.name}"; its stores would '
+            f'move to the new buffer too and never reach "{buf.name}" (reindex the write '
+            "while the block has its init, or use cache_inplace, which copies back)",
+            func,
+            blocks=[block_name],
+        )
     if kind == "write" and block.init is None and any(r.buffer is buf for r in block.reads or ()):
         raise InPlaceUpdateError(
             prim,

@@ -38,9 +38,11 @@ Refused, as in TVM: a block that writes a buffer its scope does not allocate (an
 block), a block with other than read-after-write dependences in its scope (another
 writer of its buffers, or a later writer of what it reads), a block whose consumers do
 not share a loop with it (their lowest common ancestor is not a loop), and a buffer
-with no dimension of that rolling form. The workbench also refuses a block that writes
-more than one element along the rolling axis per instance (a copy block with loops
-inside): the guard skips whole instances.
+with no dimension of that rolling form. The workbench also refuses a buffer that is
+already a rolling buffer (TVM 0.27 rolls a second axis, and its result is wrong: the
+first guard skips rows kept from the previous tile, which the second axis's modulo has
+overwritten by then), and a block that writes more than one element along the rolling
+axis per instance (a copy block with loops inside): the guard skips whole instances.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from ...ir import (
     LT,
     And,
     Block,
+    Buffer,
     BufferLoad,
     BufferStore,
     FloorDiv,
@@ -67,7 +70,7 @@ from ...ir import (
     Stmt,
     Var,
 )
-from ...ir.functor import Mutator, substitute
+from ...ir.functor import Mutator, post_order_visit, substitute
 from ...ir.intset import eval_interval
 from ...ir.simplify import simplify
 from ..errors import ScheduleError
@@ -84,6 +87,13 @@ class RollingBufferDependencyError(ScheduleError):
 class RollingBufferInsertionError(ScheduleError):
     """``rolling_buffer``: the lowest common ancestor of the block and its consumers is
     not a loop (the block is not computed inside the consumers' tile loop)."""
+
+
+class RollingBufferAlreadyRolledError(ScheduleError):
+    """``rolling_buffer``: the buffer is already a rolling buffer (the block stores to it
+    modulo its extent along some axis). Its producer already skips the rows the previous
+    tile computed; rolling a second axis would overwrite those rows before they are read
+    again (TVM 0.27 applies it and miscomputes)."""
 
 
 class RollingBufferMatchError(ScheduleError):
@@ -123,6 +133,25 @@ def _check_dependencies(func: PrimFunc, block: Block, siblings: list[Block]) -> 
         if k > pos and r & mine_w:
             consumers.append(other)
     return consumers
+
+
+def _rolled_axes(block: Block, buf: Buffer) -> list[int]:
+    """The axes along which ``block`` stores to ``buf`` modulo the buffer's extent there
+    (what a previous ``rolling_buffer`` left)."""
+    axes: set[int] = set()
+
+    def visit(node) -> None:
+        if isinstance(node, BufferStore) and node.buffer is buf:
+            for d, i in enumerate(node.indices):
+                n = buf.shape[d]
+                n = n.value if isinstance(n, IntImm) else n
+                if isinstance(i, FloorMod) and isinstance(i.b, IntImm) and i.b.value == n:
+                    axes.add(d)
+
+    post_order_visit(block.body, visit)
+    if block.init is not None:
+        post_order_visit(block.init, visit)
+    return sorted(axes)
 
 
 def _lca_depth(paths: list[list[Stmt]]) -> int:
@@ -287,6 +316,13 @@ def rolling_buffer(func: PrimFunc, block_name: str, write_buffer_index: int) -> 
             p, f'no dimension of buffer {buf.name} written by block "{block_name}" has '
             "overlapping windows over one of its loops (a rolling pattern such as "
             "`hh_outer * stride + hh_inner`)", func, blocks=[block_name])
+    rolled = _rolled_axes(block, buf)
+    if rolled:
+        raise RollingBufferAlreadyRolledError(
+            p, f"buffer {buf.name} written by block \"{block_name}\" is already a rolling "
+            f"buffer along axis {rolled[0]} (stored modulo {buf.shape[rolled[0]]}); rolling "
+            "it again would overwrite rows the block no longer recomputes", func,
+            blocks=[block_name])
     own = region.region[axis][1]
     if not (isinstance(own, IntImm) and own.value == 1 or own == 1):
         # the guard skips whole instances of the block: one that writes several rows of

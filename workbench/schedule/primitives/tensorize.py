@@ -116,6 +116,11 @@ def lookup_intrin(primitive: str, name: str, func: PrimFunc | None = None) -> Te
     if isinstance(name, TensorIntrin):
         return name
     intrin = TensorIntrin.get(name, allow_missing=True)
+    if intrin is None:  # a K-blocked CPU micro-kernel is made on first use
+        from ...tensor_intrin.cpu import fma_intrin_named
+
+        if fma_intrin_named(name) is not None:
+            intrin = TensorIntrin.get(name, allow_missing=True)
     if intrin is None:
         known = TensorIntrin.names()
         raise UnknownTensorIntrinError(

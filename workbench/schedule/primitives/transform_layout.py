@@ -56,7 +56,18 @@ from ...ir import (
     Var,
 )
 from ...ir.analysis import _relax
-from ...ir.expr import EQ, IfThenElseExpr, IntImm, Not, OpaqueCall, Or, PrimExpr, const
+from ...ir.expr import (
+    EQ,
+    GE,
+    LT,
+    IfThenElseExpr,
+    IntImm,
+    Not,
+    OpaqueCall,
+    Or,
+    PrimExpr,
+    const,
+)
 from ...ir.functor import EXPLICIT_REGION_KEYS, Mutator, iter_exprs, iter_stmts, substitute
 from ...ir.index_map import IndexMapError
 from ...ir.simplify import simplify
@@ -225,11 +236,13 @@ def transform_layout(
             raise IndexMapNotAffineError(
                 P, f'cannot invert {index_map} over buffer "{old.name}" of shape '
                 f"{list(old.shape)} ({e})", func, blocks=[block_name]) from None
-    has_padding = not (isinstance(predicate, IntImm) and not predicate.value)
     try:
         new_shape = index_map.map_shape(old.shape)
     except IndexMapError as e:
         raise IndexMapNotAffineError(P, str(e), func, blocks=[block_name]) from None
+    if inverse is not None and isinstance(predicate, IntImm) and not predicate.value:
+        predicate = _outside(inverse, old.shape, new_shape)
+    has_padding = not (isinstance(predicate, IntImm) and not predicate.value)
     if has_padding and pad_value is None:
         raise TransformationIntroducesPaddingError(
             P, f'the map {index_map} takes buffer "{old.name}" of shape {list(old.shape)} to '
@@ -247,6 +260,23 @@ def transform_layout(
         body = _prepend(body, scope, plan.stmt)
     params = tuple(new if p is old else p for p in func.params)
     return replace(func, params=params, body=body)
+
+
+def _outside(inverse: IndexMap, shape, new_shape) -> PrimExpr:
+    """Where an index of ``new_shape`` maps back (by ``inverse``) outside ``shape``: the
+    padding an offset leaves (``lambda i: (i + 1,)`` never fills row 0), which the
+    inverse's own predicate does not state. ``False`` where that is provably nowhere
+    (or a shape is not constant)."""
+    if not all(isinstance(d, int) for d in (*shape, *new_shape)):
+        return const(False)
+    bounds = {v: (0, d - 1) for v, d in zip(inverse.initial_indices, new_shape, strict=True)}
+    out: PrimExpr = const(False)
+    for e, d in zip(inverse.final_indices, shape, strict=True):
+        for cond in (LT(e, const(0, e.dtype)), GE(e, const(d, e.dtype))):
+            c = simplify(cond, bounds)
+            if not (isinstance(c, IntImm) and not c.value):
+                out = c if isinstance(out, IntImm) else Or(out, c)
+    return out
 
 
 def _defining_site(func: PrimFunc, buf: Buffer) -> str:
