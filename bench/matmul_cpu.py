@@ -61,13 +61,8 @@ def seed_schedule(func: wb.PrimFunc) -> wb.Schedule:
 
 
 def _noise(m) -> str:
-    """The measurement's noise mark ("" when quiet), from the noise fields of
-    ``Measurement`` (absent in older versions of workbench: then nothing)."""
-    try:
-        from workbench.runtime.noise import noise_note
-    except ImportError:  # pragma: no cover - older workbench
-        return " [noisy]" if getattr(m, "noisy", False) else ""
-    return noise_note(m).replace("[noisy: ]", "[noisy]")
+    """The measurement's noise mark ("" when quiet; see ``wb.noise_note``)."""
+    return wb.noise_note(m).replace("[noisy: ]", "[noisy]")
 
 
 def measured(m, flops: int) -> tuple[float, str]:

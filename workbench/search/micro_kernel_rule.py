@@ -49,7 +49,6 @@ True
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 
 from ..ir import Block, BufferLoad, BufferStore, IRModule, PrimFunc
@@ -88,28 +87,20 @@ def _flags(isa_flags: Iterable[str] | None) -> frozenset[str]:
     return cpu.cpu_flags() if isa_flags is None else frozenset(isa_flags)
 
 
-_FMA_NAME = re.compile(r"x86_fma_f32_(\d{1,2})x(\d{1,3})x(\d{1,5})_(avx2|avx512)")
-
-
 def ensure_intrinsics(trace: Trace) -> list[str]:
     """Make and register the K-blocked FMA intrinsics (``x86_fma_f32_{rows}x{cols}x{k}_{isa}``,
     which :func:`~workbench.tensor_intrin.cpu.fma_intrin` makes on first use) that the
-    ``tensorize`` steps of ``trace`` name, so the trace replays in a process that has not
-    made them yet (a trace loaded from a file or a tuning database). Returns their names.
+    ``tensorize`` steps of ``trace`` name, and return their names. ``tensorize`` makes
+    them itself when a trace replays (:func:`~workbench.tensor_intrin.cpu.fma_intrin_named`);
+    this makes them ahead of it.
 
     >>> from workbench.schedule import Trace
     >>> ensure_intrinsics(Trace())
     []
     """
-    made = []
-    for inst in trace:
-        if inst.kind != "Tensorize":
-            continue
-        match = _FMA_NAME.fullmatch(str(inst.arg("tensor_intrin")))
-        if match:
-            rows, cols, k = (int(g) for g in match.groups()[:3])
-            made.append(cpu.fma_intrin(rows, cols, k, match.group(4)).name)
-    return made
+    made = (cpu.fma_intrin_named(inst.arg("tensor_intrin"))
+            for inst in trace if inst.kind == "Tensorize")
+    return [kernel.name for kernel in made if kernel is not None]
 
 
 def flags_of_isa(isa: VectorIsa) -> frozenset[str]:

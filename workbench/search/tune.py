@@ -73,9 +73,9 @@ def _check_args(trials: Any, strategy: Any, batch_size: Any, timeout: Any,
             or not math.isfinite(timeout) or timeout <= 0):
         raise ValueError("tune: timeout must be a positive number of seconds (finite), "
                          f"got {timeout!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):
-        raise ValueError(f"tune: threads must be a positive integer or None, got {threads!r}")
+    from ..runtime.threads import _check as check_threads
+
+    check_threads(threads, "tune: threads")
     if remeasure is not None and (isinstance(remeasure, bool) or not isinstance(remeasure, int)
                                   or remeasure < 0):
         raise ValueError(f"tune: remeasure must be an integer >= 0 or None, got {remeasure!r}")
