@@ -110,9 +110,36 @@ def pytest_runtest_makereport(item, call):
         ))
 
 
+#: The test file whose skip must never go unnoticed (it needs Chromium, node and npm).
+BROWSER_TEST_FILE = "test_browser.py"
+
+
+def browser_skip_reasons(reports) -> list[str]:
+    """The reasons of the skipped reports (tests or whole-module collection) that belong
+    to the real-browser test file, without repeats, in order."""
+    reasons: list[str] = []
+    for report in reports:
+        path = str(getattr(report, "nodeid", "")).split("::")[0]
+        if not path.endswith(BROWSER_TEST_FILE):
+            continue
+        longrepr = report.longrepr
+        if isinstance(longrepr, tuple) and len(longrepr) == 3:
+            reason = str(longrepr[2])
+        else:
+            reason = str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if reason not in reasons:
+            reasons.append(reason)
+    return reasons
+
+
 def pytest_terminal_summary(terminalreporter):
-    """The seed at the end of the output too (``-q`` hides the header)."""
+    """The seed at the end of the output too (``-q`` hides the header), and a loud line
+    when the real-browser test was skipped (so a missing Chromium cannot go unnoticed)."""
     if _hypothesis_tests_ran:
         terminalreporter.write_line(
             f"hypothesis seed: {_hypothesis_seed} (--hypothesis-seed={_hypothesis_seed} "
             "runs the same examples)")
+    for reason in browser_skip_reasons(terminalreporter.stats.get("skipped", [])):
+        terminalreporter.write_sep(
+            "!", f"REAL-BROWSER TEST SKIPPED: {reason}", red=True, bold=True)

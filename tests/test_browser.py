@@ -1,14 +1,26 @@
-"""The ScheduleEditor in a real JupyterLab, driven by headless Chromium.
+"""What a new user does with the mouse only, in a real JupyterLab driven by headless Chromium.
 
-The test starts ``jupyter lab`` on 127.0.0.1 in a temporary root folder holding a copy of
-``tests/browser/editor_demo.ipynb``, then runs ``tests/browser/run_editor.mjs``
-(playwright-core): open the notebook, run all cells, select the loop ``j``, split it by
-4 with the editor's own controls, wait until the IR shows ``j_1`` and the trace
-``sch.split``, and save a screenshot to ``tests/browser/artifacts/editor.png``.
+The JupyterLab extension is installed from the project's wheel, as ``pip install`` would:
+the test builds the wheel, unpacks its ``share/jupyter`` data into a temporary folder, puts
+that first on ``JUPYTER_PATH`` and checks with ``jupyter labextension list`` that the
+schedule-workbench extension is found there.
+
+``test_new_user_flow`` starts ``jupyter lab`` on 127.0.0.1 in a temporary root folder holding
+``tests/browser/editor_demo.ipynb`` and a small tuning database (a real ``wb.tune`` of a 64^3
+matmul), then runs ``tests/browser/run_flow.mjs`` (playwright-core): in the ScheduleEditor,
+split the loop ``j`` (loop tree, action drop-down, factor, Apply), reorder with the up/down
+buttons and by dragging one loop onto another, download the schedule file and the trace to
+"the user's computer" (a temporary folder), Reset, upload the schedule file again (one undo
+step per instruction), open the trace in the stepper and step through it; then in
+JupyterLab's file browser upload both files, open the schedule file in the extension's
+viewer and select a step (its diff), open the trace (its instructions), and open the tuning
+database's records.jsonl (its table and plot). Screenshots of
+each stage go to ``tests/browser/artifacts/`` (light theme, plus one of the editor in the
+dark theme). The downloaded files and what the pages showed are checked here in Python.
 
 Set up the browser side with ``npm ci --prefix tests/browser`` (``make test`` does it)
-and Debian's ``chromium`` package. Without Chromium, node or playwright-core the test is
-skipped with the reason.
+and Debian's ``chromium`` package. Without Chromium, node or playwright-core
+``test_new_user_flow`` is skipped with the reason (the wheel check still runs).
 """
 
 from __future__ import annotations
@@ -24,20 +36,41 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parent
 BROWSER_DIR = HERE / "browser"
 NOTEBOOK = BROWSER_DIR / "editor_demo.ipynb"
-SCRIPT = BROWSER_DIR / "run_editor.mjs"
+SCRIPT = BROWSER_DIR / "run_flow.mjs"
 ARTIFACTS = BROWSER_DIR / "artifacts"
-SCREENSHOT = ARTIFACTS / "editor.png"
+EXTENSION_NAME = "schedule-workbench"
+FUNCTION = "mm_relu"
+SCHEDULE_FILE = f"{FUNCTION}.schedule.json"
+TRACE_FILE = f"{FUNCTION}.trace.json"
+DATABASE = "tuning_db"
 
-LAB_START_TIMEOUT = 60.0
-SCRIPT_TIMEOUT = 150.0
+LAB_START_TIMEOUT = 90.0
+WHEEL_TIMEOUT = 300.0
+SCRIPT_TIMEOUT = 240.0
+
+# The screenshots the flow saves, in order (stage name -> file).
+SCREENSHOTS = [
+    "01-split.png",
+    "02-reorder-buttons.png",
+    "03-reorder-drag.png",
+    "04-trace-tab.png",
+    "05-uploaded.png",
+    "06-stepper.png",
+    "07-editor-dark.png",
+    "08-schedule-viewer.png",
+    "09-database-viewer.png",
+]
 
 
 def _chromium() -> str | None:
@@ -54,6 +87,159 @@ def _skip_reason() -> str | None:
     if not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
         return "playwright-core is not installed (run: npm ci --prefix tests/browser)"
     return None
+
+
+needs_browser = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+# --------------------------------------------------------------------------------------
+# The extension, from the wheel
+
+
+@dataclass
+class WheelData:
+    """The wheel's ``share/jupyter`` tree, unpacked."""
+
+    wheel: Path
+    jupyter_path: Path  # the unpacked share/jupyter: goes first on JUPYTER_PATH
+    extension: Path | None  # its labextensions/schedule-workbench, if the wheel has one
+    members: list[str]  # every file in the wheel's share/jupyter, for messages
+
+
+def _build_requirements_installed() -> bool:
+    """Whether this Python has every package pyproject.toml's build-system requires."""
+    import importlib.metadata
+    import re
+    import tomllib
+
+    requires = tomllib.loads((PROJECT / "pyproject.toml").read_text())["build-system"]["requires"]
+    for requirement in requires:
+        name = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def wheel_data(tmp_path_factory) -> WheelData:
+    """Build the project's wheel (as ``pip install`` would) and unpack its data files."""
+    out = tmp_path_factory.mktemp("wheel")
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
+               str(PROJECT)]
+    if _build_requirements_installed():
+        command.insert(4, "--no-build-isolation")  # offline, and faster
+    try:
+        done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True,
+                              timeout=WHEEL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"building the wheel took over {WHEEL_TIMEOUT:.0f} s: {' '.join(command)}")
+    wheels = sorted(out.glob("*.whl"))
+    if done.returncode != 0 or len(wheels) != 1:
+        pytest.fail(f"building the wheel failed (exit {done.returncode}, wheels {wheels}):\n"
+                    f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    share = out / "share" / "jupyter"
+    share.mkdir(parents=True)
+    members: list[str] = []
+    with zipfile.ZipFile(wheels[0]) as whl:
+        for info in whl.infolist():
+            parts = info.filename.split("/")
+            # <dist>.data/data/share/jupyter/<rest>
+            if (len(parts) > 4 and parts[0].endswith(".data") and parts[1:4]
+                    == ["data", "share", "jupyter"] and not info.is_dir()):
+                rest = Path(*parts[4:])
+                members.append(rest.as_posix())
+                target = share / rest
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(whl.read(info))
+    extension = share / "labextensions" / EXTENSION_NAME
+    return WheelData(wheels[0], share, extension if extension.is_dir() else None, members)
+
+
+def _require_extension(data: WheelData) -> Path:
+    if data.extension is None:
+        listing = "\n  ".join(data.members[:20]) or "(nothing)"
+        pytest.fail(
+            f"the wheel {data.wheel.name} ships no prebuilt JupyterLab extension: expected "
+            f"<dist>.data/data/share/jupyter/labextensions/{EXTENSION_NAME}/package.json; "
+            f"its share/jupyter holds:\n  {listing}"
+        )
+    return data.extension
+
+
+def _lab_env(base: Path, jupyter_path: Path) -> dict[str, str]:
+    """Private config/data/settings folders, with the wheel's share/jupyter first.
+
+    The developer's own JupyterLab setup (saved workspaces, settings, kernels) must not
+    change what the test sees.
+    """
+    env = dict(os.environ)
+    for name in ("config", "data", "runtime", "settings", "workspaces"):
+        (base / name).mkdir(exist_ok=True)
+    env.update(
+        JUPYTER_PATH=os.pathsep.join([str(jupyter_path), *filter(None, [
+            os.environ.get("JUPYTER_PATH")])]),
+        JUPYTER_CONFIG_DIR=str(base / "config"),
+        JUPYTER_DATA_DIR=str(base / "data"),
+        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
+        MPLBACKEND="Agg",
+    )
+    # No "fetch Jupyter news?" toast over the page (and no request for it).
+    apputils = base / "settings" / "@jupyterlab" / "apputils-extension"
+    apputils.mkdir(parents=True, exist_ok=True)
+    (apputils / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    (apputils / "themes.jupyterlab-settings").write_text(
+        json.dumps({"theme": "JupyterLab Light"})
+    )
+    return env
+
+
+def _jupyter() -> str:
+    return str(Path(sys.executable).parent / "jupyter")
+
+
+def _labextension_sections(text: str) -> dict[str, list[str]]:
+    """``jupyter labextension list`` output: folder -> the extension lines under it."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith(os.sep) or line.startswith("/"):
+            current = sections.setdefault(line.strip(), [])
+        elif current is not None and line.strip():
+            if line[:1].isspace():
+                current.append(line.strip())
+            else:
+                current = None
+    return sections
+
+
+def test_extension_is_installed_from_the_wheel(wheel_data: WheelData, tmp_path: Path) -> None:
+    extension = _require_extension(wheel_data)
+    package = json.loads((extension / "package.json").read_text())
+    assert package["name"] == EXTENSION_NAME
+    load = package.get("jupyterlab", {}).get("_build", {}).get("load", "")
+    assert load and (extension / load).is_file(), (
+        f"the wheel's extension is not built (no jupyterlab._build.load file): {load!r}")
+    env = _lab_env(tmp_path, wheel_data.jupyter_path)
+    done = subprocess.run([_jupyter(), "labextension", "list"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text
+    sections = _labextension_sections(text)
+    folder = str(wheel_data.jupyter_path / "labextensions")
+    assert folder in sections, f"{folder} is not listed by jupyter labextension list:\n{text}"
+    lines = [line for line in sections[folder] if line.split()[:1] == [EXTENSION_NAME]]
+    assert lines, f"{EXTENSION_NAME} is not listed under {folder}:\n{text}"
+    assert "enabled" in lines[0] and "OK" in lines[0], lines[0]
+
+
+# --------------------------------------------------------------------------------------
+# JupyterLab
 
 
 def _free_port() -> int:
@@ -96,10 +282,10 @@ def _alive(pid: int) -> bool:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Stop jupyter lab, its process group and every process it started."""
+    """Stop a process we started, its process group and every process it started."""
     family = _descendants(proc.pid)
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server shuts its kernels down
+        os.killpg(proc.pid, signal.SIGTERM)  # jupyter lab shuts its kernels down
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -120,6 +306,13 @@ def _stop(proc: subprocess.Popen) -> None:
         pass
 
 
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 def _wait_ready(proc: subprocess.Popen, base_url: str, log_path: Path) -> None:
     deadline = time.monotonic() + LAB_START_TIMEOUT
     while time.monotonic() < deadline:
@@ -135,51 +328,37 @@ def _wait_ready(proc: subprocess.Popen, base_url: str, log_path: Path) -> None:
     pytest.fail(f"jupyter lab was not ready within {LAB_START_TIMEOUT:.0f} s:\n{_tail(log_path)}")
 
 
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+@dataclass
+class Lab:
+    url: str
+    root: Path
+    log: Path
 
 
-@pytest.fixture(params=["light", "dark"])
-def theme(request) -> str:
-    """The JupyterLab theme of the run: the views must read well in both."""
-    return request.param
+def _make_database(folder: Path) -> None:
+    """A small real tuning database: a few measured schedules of a 64^3 matmul."""
+    import workbench as wb
+
+    def space(sch):
+        i, j, k = sch.get_loops(sch.get_block("C"))
+        j0, j1 = sch.split(j, factors=sch.sample_perfect_tile(j, n=2))
+        sch.reorder(i, j0, k, j1)
+
+    wb.tune(wb.workloads.matmul(64, 64, 64), space, trials=5, seed=0, progress=False,
+            remeasure=0, database=folder)
 
 
 @pytest.fixture
-def jupyter_lab(tmp_path: Path, theme: str) -> Iterator[str]:
-    """A JupyterLab (in ``theme``) serving a copy of the prepared notebook; yields its
-    base URL."""
+def jupyter_lab(tmp_path: Path, wheel_data: WheelData) -> Iterator[Lab]:
+    """A JupyterLab with the wheel's extension, serving the notebook and a database."""
     root = tmp_path / "root"
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
-    # Private config/settings/workspace folders: the developer's own JupyterLab setup
-    # (saved workspaces, settings, kernels) must not change what the test sees.
-    env = dict(os.environ)
-    for name in ("config", "data", "runtime", "settings", "workspaces"):
-        (tmp_path / name).mkdir()
-    env.update(
-        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
-        JUPYTER_DATA_DIR=str(tmp_path / "data"),
-        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-        JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
-        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-        MPLBACKEND="Agg",
-    )
-    # No "fetch Jupyter news?" toast over the notebook (and no request for it).
-    notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
-    notification.mkdir(parents=True)
-    (notification / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
-    names = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
-    (notification / "themes.jupyterlab-settings").write_text(json.dumps({"theme": names[theme]}))
+    _make_database(root / DATABASE)
+    env = _lab_env(tmp_path, wheel_data.jupyter_path)
     port = _free_port()
-    jupyter = Path(sys.executable).parent / "jupyter"
     command = [
-        str(jupyter),
+        _jupyter(),
         "lab",
         "--no-browser",
         "--ip=127.0.0.1",
@@ -193,21 +372,18 @@ def jupyter_lab(tmp_path: Path, theme: str) -> Iterator[str]:
         command.append("--allow-root")
     log_path = tmp_path / "jupyter-lab.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         base_url = f"http://127.0.0.1:{port}"
         _wait_ready(proc, base_url, log_path)
-        yield base_url
+        yield Lab(base_url, root, log_path)
     finally:
         _stop(proc)
+
+
+# --------------------------------------------------------------------------------------
+# The flow
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -216,45 +392,233 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", header[16:24])
 
 
-@pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
-def test_editor_split_in_jupyterlab(jupyter_lab: str, theme: str) -> None:
-    shot = SCREENSHOT if theme == "light" else SCREENSHOT.with_name(f"editor-{theme}.png")
-    diff_shot = shot.with_name(f"{shot.stem}-diff.png")
-    for old in (shot, diff_shot, shot.with_suffix(".failure.png")):
-        old.unlink(missing_ok=True)
-    url = f"{jupyter_lab}/lab/tree/{NOTEBOOK.name}"
-    # Its own session, so a run that hangs is stopped together with its Chromium.
-    node = subprocess.Popen(
-        [
-            "node",
-            str(SCRIPT),
-            f"--url={url}",
-            f"--screenshot={shot}",
-            f"--chromium={_chromium()}",
-            f"--theme={theme}",
-        ],
-        cwd=BROWSER_DIR,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def _run_script(args: list[str], timeout: float) -> tuple[int, str]:
+    """Run the node script in its own session (a hung run is killed with its Chromium)."""
+    node = subprocess.Popen(["node", str(SCRIPT), *args], cwd=BROWSER_DIR,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
-        stdout, stderr = node.communicate(timeout=SCRIPT_TIMEOUT)
+        output, _ = node.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(node.pid, signal.SIGKILL)
-        stdout, stderr = node.communicate()
-        pytest.fail(
-            f"the browser run took over {SCRIPT_TIMEOUT:.0f} s\nstdout:\n{stdout}\n"
-            f"stderr:\n{stderr}"
-        )
-    output = f"stdout:\n{stdout}\nstderr:\n{stderr}"
-    print(stdout)  # the step timings, shown with pytest -rP
-    if node.returncode != 0:
-        pytest.fail(f"the browser run failed (exit {node.returncode})\n{output}")
-    assert "screenshot:" in stdout, output
-    for path in (shot, diff_shot):
-        assert path.is_file(), f"no screenshot {path.name} was saved\n{output}"
+        # Chromium runs in a process group of its own: _stop finds it among node's
+        # descendants before node goes.
+        _stop(node)
+        output, _ = node.communicate()
+        return -1, f"the browser run took over {timeout:.0f} s\n{output}"
+    finally:
+        _stop(node)
+    return node.returncode, output
+
+
+def _check_schedule_file(path: Path, seen: dict) -> list[str]:
+    """The downloaded schedule file: split + two reorders, each step's IR, loadable."""
+    import workbench as wb
+
+    problems: list[str] = []
+    data = json.loads(path.read_text())
+    if data.get("format") != "workbench-schedule" or data.get("version") != 1:
+        problems.append(f"{path.name}: not a version-1 schedule file: "
+                        f"{data.get('format')!r} v{data.get('version')!r}")
+    if data.get("func_name") != FUNCTION:
+        problems.append(f"{path.name}: func_name is {data.get('func_name')!r}")
+    kinds = [inst[0] for inst in data["trace"][0]]
+    if kinds.count("Split") != 1 or kinds.count("Reorder") != 2:
+        problems.append(f"{path.name}: expected one Split and two Reorder instructions, "
+                        f"got {kinds}")
+    try:
+        sch = wb.load_schedule(path)  # replays the trace; checks the recorded hash
+    except Exception as error:  # the message says what is wrong with the file
+        return [*problems, f"{path.name} does not load: {type(error).__name__}: {error}"]
+    steps = data.get("steps")
+    if not isinstance(steps, dict):
+        problems.append(f"{path.name}: no \"steps\" (each step's IR for viewers)")
+    else:
+        items = steps.get("items", [])
+        if [item.get("kind") for item in items] != kinds:
+            problems.append(f"{path.name}: steps.items kinds {[i.get('kind') for i in items]}"
+                            f" differ from the trace's {kinds}")
+        elif items:
+            last = items[-1]["ir"]
+            if "j_1" not in last or last != sch.mod[FUNCTION].script(syntax=steps["syntax"]):
+                problems.append(f"{path.name}: the last step's IR is not the replayed "
+                                f"schedule's IR")
+    editor_ir = seen.get("ir_final", "")
+    if "j_1" not in editor_ir:
+        problems.append("the editor's final IR (as seen in the page) lacks j_1")
+    return problems
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check_schedule_viewer(path: Path, seen: dict) -> list[str]:
+    """The extension's viewer against the uploaded file: its steps and the split's diff."""
+    labels = seen.get("viewer_steps")
+    if labels is None:
+        return ["the schedule viewer was not reached"]
+    steps = json.loads(path.read_text()).get("steps") or {}
+    items = steps.get("items", [])
+    problems: list[str] = []
+    expected = [_squash(item["instruction"]) for item in items]
+    shown = [_squash(label) for label in labels]
+    if len(shown) != len(expected) or not all(e in s for s, e in zip(shown, expected)):
+        problems.append(f"the viewer's steps {shown} are not the file's instructions {expected}")
+    if _squash(steps.get("start", "")) not in _squash(seen.get("viewer_function", "")):
+        problems.append("the viewer's .wb-viewer-function is not the file's unscheduled function")
+    split = next((i for i, item in enumerate(items) if item.get("kind") == "Split"), None)
+    if split is not None:
+        before = items[split - 1]["ir"] if split else steps.get("start", "")
+        after_lines = {line.strip() for line in items[split]["ir"].splitlines()}
+        before_lines = {line.strip() for line in before.splitlines()}
+        for line in seen.get("viewer_split_added", []):
+            if line.lstrip("+").strip() not in after_lines:
+                problems.append(f"added diff line {line!r} is not in the split step's IR")
+        for line in seen.get("viewer_split_removed", []):
+            if line.lstrip("-").strip() not in before_lines:
+                problems.append(f"removed diff line {line!r} is not in the IR before the split")
+    return problems
+
+
+def _check_trace_viewer(path: Path, seen: dict) -> list[str]:
+    """A bare trace opened in the viewer lists its instructions (one step each)."""
+    labels = seen.get("trace_viewer_steps")
+    if labels is None:
+        return ["the trace file was not opened in the viewer"]
+    count = len(json.loads(path.read_text())[0])
+    if len(labels) != count:
+        return [f"the viewer shows {len(labels)} steps for the {count} instructions of "
+                f"{path.name}: {labels}"]
+    return []
+
+
+def _served_extension(url: str) -> dict | None:
+    """The schedule-workbench entry of the lab page's federated extensions, if any."""
+    with urllib.request.urlopen(f"{url}/lab", timeout=30) as response:
+        page = response.read().decode()
+    start = page.index('id="jupyter-config-data"')
+    start = page.index(">", start) + 1
+    config = json.loads(page[start : page.index("</script>", start)])
+    for entry in config.get("federated_extensions", []):
+        if entry.get("name") == EXTENSION_NAME:
+            return entry
+    return None
+
+
+def _check_trace_file(path: Path) -> list[str]:
+    data = json.loads(path.read_text())
+    if not (isinstance(data, list) and len(data) == 2 and isinstance(data[0], list)):
+        return [f"{path.name}: not TVM's [[insts], [decisions]] trace JSON"]
+    kinds = [inst[0] for inst in data[0]]
+    if kinds.count("Split") != 1 or kinds.count("Reorder") != 2:
+        return [f"{path.name}: expected one Split and two Reorder instructions, got {kinds}"]
+    return []
+
+
+def _check_database_view(root: Path, seen: dict) -> list[str]:
+    """The database viewer's table rows and plot points against records.jsonl."""
+    from workbench.search import Database
+
+    records = Database(root / DATABASE).records()
+    problems: list[str] = []
+    rows = seen.get("db_rows")
+    points = seen.get("db_points")
+    if rows is None or points is None:
+        return ["the database viewer was not reached"]
+    if len(records) < 3 or not all(r.ok for r in records):
+        problems.append(f"the test's database should hold 3+ measured records: {records}")
+    latency = [r.median for r in records]
+    if len(rows) != len(records):
+        problems.append(f".wb-db-table has {len(rows)} rows for {len(records)} records")
+    else:
+        # Row i is record i and shows its median latency (in ms, 4 significant digits).
+        for index, (row, seconds) in enumerate(zip(rows, latency)):
+            cells = row.split("\t")
+            numbers = []
+            for cell in cells:
+                try:
+                    numbers.append(float(cell))
+                except ValueError:
+                    pass
+            if cells[0].strip() != str(index) or not any(
+                    abs(n - seconds * 1e3) <= 1e-3 * seconds * 1e3 for n in numbers):
+                problems.append(f"table row {index} {row!r} is not record {index} with its "
+                                f"median latency {seconds * 1e3:.4g} ms")
+    if len(points) != len(records):
+        problems.append(f".wb-db-plot has {len(points)} .wb-db-point for {len(records)} "
+                        f"records")
+    else:
+        # Trials left to right, and a slower trial drawn higher (or lower, but consistently).
+        xs = [p["x"] for p in points]
+        if xs != sorted(xs):
+            problems.append(f"the plot's points are not in trial order left to right: {xs}")
+        order = sorted(range(len(records)), key=lambda i: latency[i])
+        ys = [points[i]["y"] for i in order]
+        if ys != sorted(ys) and ys != sorted(ys, reverse=True):
+            problems.append(f"the plot's point heights do not follow the latencies: "
+                            f"latency order {order}, heights {ys}")
+    return problems
+
+
+@needs_browser
+def test_new_user_flow(jupyter_lab: Lab, wheel_data: WheelData, tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("*.png"):
+        old.unlink()
+    computer = tmp_path / "computer"  # the user's own folder, where downloads land
+    computer.mkdir()
+    result = tmp_path / "seen.json"
+    started = time.monotonic()
+    code, output = _run_script(
+        [
+            f"--base-url={jupyter_lab.url}",
+            f"--notebook={NOTEBOOK.name}",
+            f"--chromium={_chromium()}",
+            f"--artifacts={ARTIFACTS}",
+            f"--computer={computer}",
+            f"--result={result}",
+            f"--database={DATABASE}/records.jsonl",
+            f"--function={FUNCTION}",
+        ],
+        SCRIPT_TIMEOUT,
+    )
+    print(output)  # the step timings, shown with pytest -rP
+    print(f"browser run: {time.monotonic() - started:.0f} s")
+    seen = json.loads(result.read_text()) if result.is_file() else {}
+    problems: list[str] = []
+    if code != 0:
+        problems.append(f"the browser run failed (exit {code})")
+    schedule = computer / SCHEDULE_FILE
+    if schedule.is_file():
+        problems += _check_schedule_file(schedule, seen)
+        problems += _check_schedule_viewer(schedule, seen)
+    else:
+        problems.append(f"no {SCHEDULE_FILE} was downloaded to the user's folder")
+    trace = computer / TRACE_FILE
+    if trace.is_file():
+        problems += _check_trace_file(trace)
+    else:
+        problems.append(f"no {TRACE_FILE} was downloaded to the user's folder")
+    if trace.is_file():
+        problems += _check_trace_viewer(trace, seen)
+    if wheel_data.extension is None:
+        problems.append(f"the wheel ships no {EXTENSION_NAME} JupyterLab extension")
+    else:
+        # The lab loads the wheel's build (the same remoteEntry file), not another copy.
+        wheel_package = json.loads((wheel_data.extension / "package.json").read_text())
+        wheel_load = wheel_package.get("jupyterlab", {}).get("_build", {}).get("load")
+        served = _served_extension(jupyter_lab.url)
+        if served is None or served.get("load") != wheel_load:
+            problems.append(f"the lab does not serve the wheel's {EXTENSION_NAME} build "
+                            f"({wheel_load}): {served}")
+    problems += _check_database_view(jupyter_lab.root, seen)
+    for name in SCREENSHOTS:
+        path = ARTIFACTS / name
+        if not path.is_file():
+            problems.append(f"no screenshot {name}")
+            continue
         width, height = _png_size(path)
-        assert width >= 800 and height >= 600, f"{path.name} is only {width}x{height}"
-        assert path.stat().st_size > 20_000, f"{path.name} is implausibly small (blank page?)"
+        if width < 800 or height < 600 or path.stat().st_size < 20_000:
+            problems.append(f"{name} is {width}x{height}, {path.stat().st_size} bytes "
+                            f"(blank page?)")
+    assert not problems, "\n".join(problems) + f"\n\n{output}\n\nlab log:\n{_tail(jupyter_lab.log)}"

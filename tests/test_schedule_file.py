@@ -168,9 +168,16 @@ def test_editor_opens_and_saves_schedule_files(tmp_path):
     editor = ScheduleEditor(str(path))
     assert wb.structural_equal(editor.model.schedule.mod, sch.mod)
     assert editor.trace_text and "sch.decompose_reduction" in editor.trace_text
-    assert editor.undo()  # the loaded trace is a step: undo goes back to the function
+    # the file's trace is one step per instruction that changes the schedule: Undo walks
+    # back through them to the function, Redo forward again
+    changing = [i for i in sch.trace.insts
+                if i.kind not in ("GetBlock", "GetLoops") and not i.spec.sampling]
+    assert editor.model.step == len(changing) > 1
+    editor.reset()
     assert wb.structural_equal(editor.model.func, wb.workloads.mm_relu(32, 32, 32))
-    assert editor.redo()
+    while editor.redo():
+        pass
+    assert wb.structural_equal(editor.model.schedule.mod, sch.mod)
     editor.apply("parallel", loop="i")
     out = tmp_path / "edited.json"
     editor.save_schedule(str(out))
@@ -201,7 +208,7 @@ def test_stepper_opens_schedule_and_trace_files(tmp_path):
     sch.trace.save(bare)
     from_bare = TraceStepper(str(bare), wb.workloads.mm_relu(32, 32, 32))
     assert from_bare.model.text(len(sch.trace)) == sch.func.script()
-    with pytest.raises(TypeError, match="needs the function"):
+    with pytest.raises(TypeError, match="bare trace: it does not carry the function"):
         TraceStepper(str(bare))
 
 

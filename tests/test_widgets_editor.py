@@ -21,13 +21,14 @@ def text_of(html: str) -> str:
 
 
 def labels(editor: ScheduleEditor) -> list[str]:
-    return [label.replace("\xa0", " ") for label, _ in editor.tree.options]
+    return [item.label.replace("\xa0", " ") for item in editor.tree.items]
 
 
 def pick(editor: ScheduleEditor, label: str, nth: int = 0) -> None:
-    """Select the tree row whose label (stripped) is ``label`` (the nth such row)."""
+    """Click the tree row whose label (stripped) is ``label`` (the nth such row): the
+    message the front end sends, through ipywidgets' custom-message entry point."""
     rows = [n for n, text in enumerate(labels(editor)) if text.strip() == label]
-    editor.tree.value = rows[nth]
+    editor.tree._handle_custom_msg({"type": "select", "index": rows[nth]}, [])
 
 
 def by_hand() -> wb.Schedule:
@@ -103,7 +104,8 @@ def test_the_mlc_schedule_from_widgets_equals_the_one_by_hand(editor):
     pick(editor, "for j_0 in range(16)")
     editor.action.value = "reorder"
     assert editor.reorder_loops.value == ["j_0", "j_1", "k"]  # the chain down to block Y
-    editor.reorder_loops.value = ["j_0", "k", "j_1"]
+    editor.reorder_loops._handle_custom_msg({"type": "move", "index": 2, "delta": -1}, [])
+    assert editor.reorder_loops.value == ["j_0", "k", "j_1"]
     editor.apply_button.click()
     pick(editor, "block C")
     editor.action.value = "reverse_compute_at"
@@ -317,7 +319,10 @@ def test_save_and_load_trace_round_trip(editor, tmp_path):
     fresh.load_button.click()
     assert fresh.error == ""
     assert fresh.model.func.script() == editor.model.func.script()
-    assert fresh.model.steps == ["load trace t.json"]
+    # one undo step per instruction that changes the schedule: split, then reorder
+    assert [s.split(" = ")[-1].split("(")[0] for s in fresh.model.steps] == [
+        "sch.split", "sch.reorder"]
+    fresh.undo()
     fresh.undo()
     assert fresh.model.func.script() == wb.workloads.mm_relu(64, 64, 64).script()
 

@@ -16,7 +16,7 @@ from workbench.widgets.editor_model import EditorError, EditorModel
 
 def select(editor: ScheduleEditor, kind: str, name: str) -> None:
     rows = [n for n, t in enumerate(editor.model.tree()) if t.kind == kind and t.name == name]
-    editor.tree.value = rows[0]
+    editor.tree._handle_custom_msg({"type": "select", "index": rows[0]}, [])
 
 
 def arg(editor: ScheduleEditor, action: str, param: str):

@@ -423,10 +423,12 @@ class Diagnosis:
         """The diagnosis as a pandas DataFrame."""
         import pandas as pd
 
+        from .._frame import full_table
+
         frame = pd.DataFrame(self._rows())
         if "problem" in frame and not frame["problem"].astype(bool).any():
             frame = frame.drop(columns="problem")
-        return frame
+        return full_table(frame)
 
     def to_pandas(self):
         """The same as :attr:`table`."""

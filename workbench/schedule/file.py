@@ -18,8 +18,31 @@ notebook, TVM itself):
       "trace": [[insts], [decisions]],     TVM's trace JSON
       "result_hash": "3f2a...",            structural hash of the scheduled module
       "measurement": {...} or null,        optional: median/min seconds, GFLOPS
-      "note": "..." or null                optional free text
+      "note": "..." or null,               optional free text
+      "steps": {...}                       optional: each step's IR, for viewers
     }
+
+``"steps"`` lets a viewer without a kernel (the JupyterLab extension) show the IR
+after every instruction. It is written when the texts fit (see :data:`MAX_STEPS_BYTES`)
+and left out otherwise; loading never reads it (the trace is replayed instead), so a
+file edited by hand cannot make the workbench believe anything:
+
+.. code-block:: text
+
+    "steps": {
+      "syntax": "tirx",                    same syntax as "module"
+      "start": "@T.prim_func ...",         the unscheduled function, printed
+      "items": [                           one per trace instruction, in order
+        {"instruction": "l4, l5 = sch.split(loop=l2, factors=[None, 4], ...)",
+         "kind": "Split",                  the instruction kind (TVM's name)
+         "ir": "@T.prim_func ..."},        the function after this instruction
+        ...
+      ]
+    }
+
+An instruction that only looks something up (``get_block``, ``get_loops``...) or
+samples a decision repeats the previous IR. The function printed is the one the trace
+works on (``"func_name"``), without the module around it.
 
 The module is written in TVM >= 0.24 syntax and the trace with TVM >= 0.24 kind names,
 so TVM 0.27 parses the text (``tvm.script.from_source``) and replays the trace
@@ -41,6 +64,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +73,7 @@ from typing import TYPE_CHECKING, Any
 from ..ir import IRModule, PrimFunc, structural_hash
 from ..ir.analysis import as_module
 from .limits import (
+    MAX_TEXT_BYTES,
     UntrustedInputError,
     check_json_value,
     decode_text,
@@ -56,7 +81,7 @@ from .limits import (
     read_text,
     trace_location,
 )
-from .trace import Trace, TraceError
+from .trace import ALIASES, Trace, TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .schedule import Schedule
@@ -64,6 +89,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "LOOKUP_KINDS",
+    "MAX_STEPS_BYTES",
     "extern_calls",
     "ScheduleFile",
     "ScheduleFileError",
@@ -71,12 +98,17 @@ __all__ = [
     "load_schedule",
     "read_schedule_file",
     "read_trace_source",
+    "read_trace_text",
     "save_schedule",
 ]
 
 FORMAT = "workbench-schedule"
 FORMAT_VERSION = 1
 _SYNTAXES = ("classic", "tirx")
+#: The "steps" key is left out when its texts (the start function, each instruction and
+#: each step's IR) would together be larger than this, so a schedule file stays well
+#: within the size a document may have (``limits.MAX_TEXT_BYTES``, 8 MiB).
+MAX_STEPS_BYTES = 4 * 2**20
 
 
 class ScheduleFileError(ValueError):
@@ -112,6 +144,8 @@ class ScheduleFile:
     measurement: dict | None = None
     note: str | None = None
     path: Path | None = field(default=None, compare=False)
+    #: Each step's IR for viewers (see the module docstring); written, never read back.
+    steps: dict | None = field(default=None, compare=False, repr=False)
 
     def original(self, *, allow_extern: bool = False) -> IRModule:
         """The unscheduled module, parsed from the file's TVMScript text.
@@ -183,6 +217,7 @@ class ScheduleFile:
             "result_hash": self.result_hash,
             "measurement": self.measurement,
             "note": self.note,
+            **({"steps": self.steps} if self.steps is not None else {}),
         }
 
     def write(self, path: str | os.PathLike) -> Path:
@@ -192,8 +227,18 @@ class ScheduleFile:
         from .atomic import write_text_atomic
 
         path = Path(path)
-        write_text_atomic(path, json.dumps(self.as_dict(), indent=1) + "\n", "save_schedule")
+        write_text_atomic(path, self.dumps(), "save_schedule")
         return path
+
+    def dumps(self) -> str:
+        """The file's text (what :meth:`write` writes). The ``"steps"`` key is left out
+        when the file would otherwise be too large to load again (``MAX_TEXT_BYTES``)."""
+        data = self.as_dict()
+        text = json.dumps(data, indent=1) + "\n"
+        if "steps" in data and len(text.encode("utf-8")) > MAX_TEXT_BYTES:
+            del data["steps"]
+            text = json.dumps(data, indent=1) + "\n"
+        return text
 
 
 def _measurement_dict(m: Any) -> dict | None:
@@ -219,13 +264,19 @@ def make_schedule_file(
     measurement: Any = None,
     note: str | None = None,
     syntax: str = "tirx",
+    with_steps: bool = True,
 ) -> ScheduleFile:
-    """A :class:`ScheduleFile` for ``trace`` applied to ``original`` (not yet written)."""
+    """A :class:`ScheduleFile` for ``trace`` applied to ``original`` (not yet written).
+
+    With ``with_steps`` (the default) it carries each step's IR for viewers (the
+    ``"steps"`` key, see :func:`steps_record`) when that fits in :data:`MAX_STEPS_BYTES`.
+    """
     if syntax not in _SYNTAXES:
         raise ValueError(f"unknown syntax {syntax!r}; choose one of {_SYNTAXES}")
     mod = as_module(original)
     if func_name is None and len(mod) == 1:
         func_name = mod.names[0]
+    steps = steps_record(mod, trace, func_name=func_name, syntax=syntax) if with_steps else None
     return ScheduleFile(
         module=mod.script(syntax=syntax),
         trace=trace,
@@ -237,7 +288,73 @@ def make_schedule_file(
         result_hash=result_hash,
         measurement=_measurement_dict(measurement),
         note=note,
+        steps=steps,
     )
+
+
+#: Instruction kinds that only look things up (they never change the IR): their step
+#: repeats the previous IR.
+LOOKUP_KINDS = frozenset({"GetBlock", "GetLoops", "GetChildBlocks", "GetProducers",
+                          "GetConsumers"})
+
+
+def steps_record(original: PrimFunc | IRModule, trace: Trace, *, func_name: str | None = None,
+                 syntax: str = "tirx",
+                 max_bytes: int | None = None) -> dict[str, Any] | None:
+    """The ``"steps"`` value of a schedule file: ``trace`` replayed on ``original``, the
+    function printed before and after every instruction (see the module docstring).
+
+    None when the texts together would be larger than ``max_bytes`` (by default
+    :data:`MAX_STEPS_BYTES`) or the trace does not replay (a viewer then lists the
+    instructions without their IR).
+
+    >>> import workbench as wb
+    >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+    >>> j0, j1 = sch.split(sch.get_loops(sch.get_block("C"))[1], factors=[None, 4])
+    >>> steps = steps_record(wb.workloads.matmul(16, 16, 16), sch.trace)
+    >>> [item["kind"] for item in steps["items"]]
+    ['GetSBlock', 'GetLoops', 'Split']
+    >>> steps["items"][1]["ir"] == steps["start"], "T.grid(16, 4, 4, 16)" in steps["items"][2]["ir"]
+    (True, True)
+    """
+    from .schedule import Schedule
+
+    if syntax not in _SYNTAXES:
+        raise ValueError(f"unknown syntax {syntax!r}; choose one of {_SYNTAXES}")
+    mod = as_module(original)
+    sch = Schedule(mod)
+    if func_name is not None and len(mod) > 1:
+        sch.work_on(func_name)
+    lines = trace.lines(syntax)
+    rename = {v: k for k, v in ALIASES.items()} if syntax == "tirx" else {}
+    budget = MAX_STEPS_BYTES if max_bytes is None else max_bytes
+
+    def spend(text: str) -> bool:
+        nonlocal budget
+        budget -= len(text.encode("utf-8"))
+        return budget >= 0
+
+    try:
+        func = sch.func
+        current = func.script(syntax=syntax)
+        start = current
+        if not spend(start):
+            return None
+        items: list[dict[str, str]] = []
+        for index in trace.replay_iter(sch):
+            inst = trace.insts[index]
+            after = sch.func
+            if after is not func and inst.kind not in LOOKUP_KINDS and not inst.spec.sampling:
+                current = after.script(syntax=syntax)
+            func = after
+            kind = rename.get(inst.kind, inst.kind)
+            item = {"instruction": lines[index], "kind": kind, "ir": current}
+            if not (spend(item["instruction"]) and spend(kind) and spend(current)):
+                return None
+            items.append(item)
+    except (TraceError, ValueError):
+        return None
+    return {"syntax": syntax, "start": start, "items": items}
 
 
 def save_schedule(
@@ -429,6 +546,35 @@ def _looks_like_path(source: Any) -> bool:
     return bool(s) and "\n" not in s and not s.startswith(("[", "{", "def ", "#"))
 
 
+def _looks_like_code(text: str) -> bool:
+    """One line of trace text (``b0 = sch.get_block(...)``) rather than a file name."""
+    return re.search(r"\bsch\.\w+\s*\(", text) is not None
+
+
+def read_trace_text(data: str | bytes, where: str = "<text>") -> tuple[Trace, ScheduleFile | None]:
+    """A trace from the text of a file, never taken as a file name: a schedule file
+    (``{...}``), TVM's trace JSON (``[...]``) or ``def apply_trace`` text. The second item
+    is the schedule file when it was one. ``where`` names the text in errors.
+
+    >>> trace, sf = read_trace_text('b0 = sch.get_block(name="C", func_name="main")')
+    >>> len(trace), sf is None
+    (1, True)
+    """
+    try:
+        text = decode_text(data)
+    except UntrustedInputError as e:
+        if where != "<text>":
+            raise ScheduleFileError(where, str(e)) from None
+        raise TraceError("load", f"trace text: {e}") from None
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        sf = parse_schedule_file(text, where=where)
+        return sf.trace, sf
+    if stripped.startswith("["):
+        return Trace.from_json(text), None
+    return Trace.from_python(text), None
+
+
 def read_trace_source(source: Any) -> tuple[Trace, ScheduleFile | None]:
     """A trace from what a person hands a view: a :class:`Trace`, a
     :class:`ScheduleFile`, a Schedule (its trace), a file name (a schedule file, trace
@@ -453,26 +599,21 @@ def read_trace_source(source: Any) -> tuple[Trace, ScheduleFile | None]:
     if isinstance(source, dict):
         sf = parse_schedule_file(source)
         return sf.trace, sf
-    if _looks_like_path(source):
-        path = Path(source)
+    if _looks_like_path(source) and not (isinstance(source, str) and _looks_like_code(source)
+                                         and not Path(source).expanduser().is_file()):
+        path = Path(source).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"no such file: {path} (expected a trace or a schedule file)")
+            where = "" if path.is_absolute() else f" in {Path.cwd()}"
+            what = "a directory" if path.is_dir() else "no such file"
+            raise FileNotFoundError(
+                f"{what}: {path}{where} (expected a trace JSON, apply_trace text or schedule "
+                "file)")
         if is_schedule_file(path):
             sf = read_schedule_file(path)
             return sf.trace, sf
         return Trace.load(path), None
     if isinstance(source, (str, bytes)):
-        try:
-            text = decode_text(source)
-        except UntrustedInputError as e:
-            raise TraceError("load", f"trace text: {e}") from None
-        stripped = text.lstrip()
-        if stripped.startswith("{"):
-            sf = parse_schedule_file(text)
-            return sf.trace, sf
-        if stripped.startswith("["):
-            return Trace.from_json(text), None
-        return Trace.from_python(text), None
+        return read_trace_text(source)
     raise TypeError(
         "expected a Trace, a schedule file, a file name, or trace text (JSON or "
         f"`def apply_trace(sch): ...`), got {type(source).__name__}"

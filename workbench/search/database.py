@@ -728,6 +728,8 @@ class Database:
         """
         import pandas as pd
 
+        from .._frame import full_table
+
         rows = []
         extra_flops = None
         if func is not None:
@@ -752,7 +754,7 @@ class Database:
                     "estimated": r.estimated,
                 })
         df = pd.DataFrame(rows, columns=TABLE_COLUMNS)
-        return df.astype({"median_ms": "float64", "gflops": "float64"})
+        return full_table(df.astype({"median_ms": "float64", "gflops": "float64"}))
 
     @property
     def workloads(self) -> list[Workload]:

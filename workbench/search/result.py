@@ -145,6 +145,33 @@ def figure_svg(fig: Figure) -> str:
     return text[text.index("<svg"):]
 
 
+_DISPLAY_FIGURE: type | None = None
+
+
+def display_figure(**kwargs: Any) -> Figure:
+    """A matplotlib ``Figure`` (``kwargs`` as for ``Figure``) that a notebook shows when
+    it is a cell's value: it has a ``_repr_svg_`` (:func:`figure_svg`), so it needs
+    neither pyplot nor the inline backend.
+
+    >>> fig = display_figure(figsize=(2, 1))
+    >>> _ = fig.add_subplot().plot([0, 1])
+    >>> fig._repr_svg_() == figure_svg(fig)
+    True
+    """
+    global _DISPLAY_FIGURE
+    if _DISPLAY_FIGURE is None:
+        from matplotlib.figure import Figure
+
+        class DisplayFigure(Figure):
+            """A Figure that renders itself as SVG in a notebook."""
+
+            def _repr_svg_(self) -> str:
+                return figure_svg(self)
+
+        _DISPLAY_FIGURE = DisplayFigure
+    return _DISPLAY_FIGURE(**kwargs)
+
+
 def _shorten(text: str, limit: int = 80) -> str:
     """The first line of ``text``, cut to ``limit`` characters."""
     line = text.strip().split("\n", 1)[0]
@@ -336,6 +363,8 @@ class TuneResult:
         peak, decisions, source hash, cached (from the database), error, noisy."""
         import pandas as pd
 
+        from .._frame import full_table
+
         rows = []
         for t in self.trials:
             g = self.gflops(t.latency) if t.ok else None
@@ -355,7 +384,7 @@ class TuneResult:
             })
         columns = ["trial", "status", "latency_ms", "gflops", "fraction_of_peak",
                    "decisions", "source_hash", "cached", "error", "noisy"]
-        return pd.DataFrame(rows, columns=columns)
+        return full_table(pd.DataFrame(rows, columns=columns))
 
     # -------------------------------------------------------------------- plot
     def plot(self, numpy_time: float | None = None) -> Figure:
@@ -372,11 +401,15 @@ class TuneResult:
         >>> fig = r.plot(numpy_time=1e-6)
         >>> [line.get_label() for line in fig.axes[0].get_lines()]
         ['failed (1)', 'best so far', 'numpy']
-        """
-        from matplotlib.figure import Figure
 
+        The figure shows itself when it ends a notebook cell, even where pyplot was
+        never imported (a plain ``Figure`` would show as ``<Figure size ...>`` there):
+
+        >>> fig._repr_svg_().startswith("<svg")
+        True
+        """
         numpy_time = self.numpy_time if numpy_time is None else numpy_time
-        fig = Figure(figsize=(7, 4), layout="constrained")
+        fig = display_figure(figsize=(7, 4), layout="constrained")
         ax = fig.add_subplot()
         ok = [t for t in self.trials if t.ok]
         lat_ms = [t.latency * 1e3 for t in ok]

@@ -228,10 +228,29 @@ def _table(body: list[str], css_class: str, columns: str = "") -> str:
             f'color:inherit">{columns}' + "".join(body) + "</table></div>")
 
 
-# Side by side: two halves of equal width; long lines wrap inside their half.
+# Side by side: two halves of equal width; a long line wraps inside its half, at spaces
+# where it can, with a hanging indent: its continuation lines start HANG columns right of
+# the line's own indentation, so they read as one statement and the row (both halves)
+# stays one row of the table.
 _SIDE_COLUMNS = ('<colgroup><col style="width:3.2em"><col style="width:1.4em"><col>'
                  '<col style="width:3.2em"><col style="width:1.4em"><col></colgroup>')
-_WRAP = "white-space:pre-wrap;overflow-wrap:anywhere;"
+_WRAP = "white-space:pre-wrap;overflow-wrap:break-word;"
+#: Extra indentation (in characters) of a wrapped line's continuation lines.
+HANG = 4
+
+
+def hanging_indent(text: str | None) -> str:
+    """Inline style for a code cell holding ``text``: continuation lines of a wrapped
+    line start ``HANG`` characters right of its indentation (the first line is where it
+    was: ``text-indent`` takes back the padding).
+
+    >>> hanging_indent("    for i in range(4):")
+    'padding-left:calc(4px + 8ch);text-indent:-8ch;'
+    """
+    if not text:
+        return ""
+    hang = len(text) - len(text.lstrip(" ")) + HANG
+    return f"padding-left:calc(4px + {hang}ch);text-indent:-{hang}ch;"
 
 
 def _side_kind(kind: str, side: str) -> str:
@@ -261,6 +280,7 @@ def render_side_by_side(before: str, after: str, context: int | None = None) -> 
         for side in ("old", "new"):
             kind = _side_kind(item.kind, side)
             no = item.old_no if side == "old" else item.new_no
+            text = item.old if side == "old" else item.new
             tint = TINT.get(kind, "")
             if kind == "empty":
                 tint = "var(--jp-layout-color2,rgba(127,127,127,0.08))"
@@ -270,7 +290,8 @@ def render_side_by_side(before: str, after: str, context: int | None = None) -> 
             cells.append(
                 f'<td style="{_NO};{border}{bg}">{no or ""}</td>'
                 f'<td style="{_GUTTER};{bg}">{mark}</td>'
-                f'<td style="{_CODE};{_WRAP}{bg}">{lines.render(item, side)}</td>'
+                f'<td style="{_CODE};{_WRAP}{hanging_indent(text)}{bg}">'
+                f'{lines.render(item, side)}</td>'
             )
         body.append(f'<tr class="wb-diff-{item.kind}">{"".join(cells)}</tr>')
     return _table(body, "wb-diff wb-diff-side", _SIDE_COLUMNS)

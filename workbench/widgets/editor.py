@@ -30,13 +30,16 @@ from .editor_model import (
     divisors,
 )
 from .irview import IRDiff, IRView
+from .looptree import LoopTree, ReorderList
+from .trace_tab import TraceTab
 
 __all__ = ["ScheduleEditor"]
 
 ACTION_HELP = {
     "split": "split the loop into nested loops; the inner one gets the chosen factor",
     "fuse": "merge the loop with the loops right below it into one loop",
-    "reorder": "drag the loop names into the new order, outermost first",
+    "reorder": "move loops up (outward) or down (inward), then Apply; or drag a loop "
+               "onto another loop of its chain in the tree",
     "parallel": "run the loop's iterations on all cores (OpenMP)",
     "vectorize": "run the loop's iterations as SIMD lanes",
     "unroll": "unroll the loop completely",
@@ -71,15 +74,22 @@ class ScheduleEditor(widgets.VBox):
     """The workbench: a loop tree, an action panel, the IR, the diff of the last step,
     the trace, a picture of the loop nest and measurements, for one function.
 
-    Select a block or loop in the tree, pick an action (its arguments adapt to the
-    selection: divisors of the loop for split, only legal target loops for
-    compute_at...), press Apply. Undo / Redo / Reset walk the history; Measure builds
+    The loop tree (:class:`~workbench.widgets.looptree.LoopTree`, ``editor.tree``) shows
+    the blocks and loops nested and collapsible, each with its extent and kind. Select a
+    row with the mouse or the keyboard (Up/Down, Left/Right collapse and expand,
+    Home/End), pick an action (its arguments adapt to the selection: divisors of the
+    loop for split, only legal target loops for compute_at, highlighted in the tree
+    too; for reorder a list of the chain's loops with up/down buttons), press Apply; or
+    drag a loop onto another loop of its chain to reorder them. A step that would leave
+    the IR as it was is not recorded ("no change: ..."). Undo / Redo / Reset walk the
+    history; Measure builds
     and times the current schedule in a worker process, with ``threads`` threads (None:
     ``wb.get_num_threads()``) and at most ``timeout`` seconds (a finite number > 0); the
     Measure tab flags a noisy measurement. ``ScheduleEditor("file.json")``
-    opens a schedule file (``sch.save``): its function, with its trace as the first
-    step; "Save schedule" writes one. Pasted TVMScript text (a ``@T.prim_func`` or an
-    ``@I.ir_module`` with one function) opens too. The same from Python:
+    opens a schedule file (``sch.save``): its function, with its trace as undo steps
+    (one per instruction that changes the schedule); the Trace tab downloads and uploads
+    traces and schedule files and opens the trace in a stepper. Pasted TVMScript text
+    (a ``@T.prim_func`` or an ``@I.ir_module`` with one function) opens too. The same from Python:
 
     >>> import workbench as wb
     >>> editor = ScheduleEditor(wb.workloads.mm_relu(64, 64, 64))
@@ -95,6 +105,10 @@ class ScheduleEditor(widgets.VBox):
     True
     >>> "j_1" in editor.ir_html
     False
+    >>> editor.apply("reorder", loops=["i", "j", "k"])   # the order it has: not recorded
+    False
+    >>> editor.error, editor.model.step
+    ('no change: reorder left the IR as it was', 0)
     """
 
     def __init__(self, func: Any, *, timeout: float = 10.0, syntax: str = "classic",
@@ -124,9 +138,11 @@ class ScheduleEditor(widgets.VBox):
         )
 
         # --- tree and action panel
-        self.tree = widgets.Select(rows=14, layout=widgets.Layout(width="46%"))
+        self.tree = LoopTree(layout=widgets.Layout(width="46%"))
         self.tree.add_class("wb-tree")
-        self.tree.observe(self._on_tree, names="value")
+        self.tree.on_select(self._on_tree)
+        self.tree.on_drop(self._on_drop)
+        self.tree.on_error(lambda message: self._ui(self.model.refuse, message))
         self.action = widgets.Dropdown(description="action", layout=widgets.Layout(width="auto"))
         self.action.add_class("wb-action")
         self.action.observe(self._on_action, names="value")
@@ -148,30 +164,14 @@ class ScheduleEditor(widgets.VBox):
         # --- tabs: IR, diff, trace, loop nest, measurements
         self.ir_view = IRView(self.model.func, syntax=syntax)
         self.diff_view = IRDiff(self.model.func, self.model.func, syntax=syntax)
-        self.trace_html = widgets.HTML()
-        self.trace_html.add_class("wb-trace")
-        self.trace_path = widgets.Text(value="trace.json", description="file",
-                                       layout=widgets.Layout(width="320px"))
-        self.trace_path.add_class("wb-trace-path")
-        self.save_button = self._button("Save trace", "download", "wb-save",
-                                        "Write the trace as JSON to the file")
-        self.save_schedule_button = self._button(
-            "Save schedule", "file-code-o", "wb-save-schedule",
-            "Write a self-contained schedule file: the function as TVMScript, the trace, "
-            "metadata (opens with wb.load_schedule or ScheduleEditor(path))")
-        self.load_button = self._button(
-            "Load trace", "upload", "wb-load",
-            "Replay a saved trace or schedule file (JSON or apply_trace text)")
-        self.save_button.on_click(lambda _b: self._ui(self._save_from_widgets))
-        self.save_schedule_button.on_click(lambda _b: self._ui(self._save_schedule_from_widgets))
-        self.load_button.on_click(lambda _b: self._ui(self._load_from_widgets))
-        self.trace_status = widgets.HTML()
-        trace_tab = widgets.VBox([
-            widgets.HBox([self.trace_path, self.save_button, self.save_schedule_button,
-                          self.load_button,
-                          self.trace_status]),
-            self.trace_html,
-        ])
+        self.trace_tab = TraceTab(self.model, syntax=syntax, on_error=self._show_error)
+        trace_tab = self.trace_tab
+        self.trace_html = trace_tab.listing
+        self.trace_path = trace_tab.path
+        self.trace_status = trace_tab.status
+        self.save_button = trace_tab.save_button
+        self.save_schedule_button = trace_tab.save_schedule_button
+        self.load_button = trace_tab.load_button
         self.nest_box = widgets.VBox()
         self.measure_html = widgets.HTML()
         self.measure_html.add_class("wb-measure-result")
@@ -185,13 +185,7 @@ class ScheduleEditor(widgets.VBox):
         self.tabs.add_class("wb-tabs")
         self.tabs.observe(self._on_tab, names="selected_index")
 
-        # Scoped to the editor: the loop tree in the code font, so indentation lines up.
-        style = widgets.HTML(
-            "<style>.wb-editor .wb-tree select{font-family:var(--jp-code-font-family,"
-            "monospace);font-size:var(--jp-code-font-size,12px)}</style>",
-            layout=widgets.Layout(display="none"),
-        )
-        super().__init__([style, header, body, self.error_html, self.tabs])
+        super().__init__([header, body, self.error_html, self.tabs])
         self.add_class("wb-editor")
         self.model.on_change(self._on_model)
         self._render_all()
@@ -214,8 +208,7 @@ class ScheduleEditor(widgets.VBox):
         self.split_factors.add_class("wb-split-factors")
         self.fuse_loops = widgets.Dropdown(description="loops", layout=auto)
         self.fuse_loops.add_class("wb-fuse-loops")
-        self.reorder_loops = widgets.TagsInput(allow_duplicates=False)
-        self.reorder_loops.add_class("wb-reorder")
+        self.reorder_loops = ReorderList()
         self.thread_axis = widgets.Dropdown(options=THREAD_AXES, description="thread",
                                             layout=auto)
         self.thread_axis.add_class("wb-thread")
@@ -296,14 +289,34 @@ class ScheduleEditor(widgets.VBox):
             self.measure_button.disabled = False
 
     def save_trace(self, path: str) -> None:
+        """Write the trace as JSON to ``path`` on the server (next to the notebook)."""
         self.model.save_trace(path)
 
     def save_schedule(self, path: str, note: str | None = None) -> None:
-        """Write a self-contained schedule file (function, trace, last measurement)."""
+        """Write a self-contained schedule file (function, trace, last measurement) to
+        ``path`` on the server."""
         self.model.save_schedule(path, note=note)
 
     def load_trace(self, source: Any) -> bool:
+        """Replay a trace or schedule file (a path on the server, a Trace, or text), one
+        undo step per instruction that changes the schedule."""
         return self.model.load_trace(source)
+
+    def download_trace(self) -> str:
+        """Save the trace on the user's computer (through the browser) as
+        ``<function>.trace.json``; returns the file name."""
+        return self.trace_tab.download_trace()["name"]
+
+    def download_schedule(self) -> str:
+        """Save a schedule file on the user's computer as ``<function>.schedule.json``;
+        returns the file name."""
+        return self.trace_tab.download_schedule()["name"]
+
+    def open_in_stepper(self):
+        """Show a ``TraceStepper`` of the current trace in the Trace tab; returns it."""
+        stepper = self.trace_tab.open_in_stepper()
+        self.tabs.selected_index = 2
+        return stepper
 
     # --------------------------------------------------------- UI handlers
     def _ui(self, fn: Callable, *args: Any) -> Any:
@@ -317,11 +330,13 @@ class ScheduleEditor(widgets.VBox):
         self.error_html.value = error_banner(text)
 
     @_safe
-    def _on_tree(self, change: dict) -> None:
-        if self._syncing or change["new"] is None:
-            return
-        items = self.model.tree()
-        self.model.select(items[change["new"]])
+    def _on_tree(self, index: int) -> None:
+        self.model.select(self.tree.items[index])
+
+    @_safe
+    def _on_drop(self, source: int, target: int, _order: list[int]) -> None:
+        items = self.tree.items
+        self.model.drop(items[source], items[target])
 
     @_safe
     def _on_action(self, change: dict) -> None:
@@ -449,22 +464,6 @@ class ScheduleEditor(widgets.VBox):
             out.append(by_name[name].pop(0))
         return out
 
-    def _save_from_widgets(self) -> None:
-        path = self.model.save_trace(self.trace_path.value)
-        self.trace_status.value = f"<span>saved {len(self.model.trace)} instructions to " \
-                                  f"{html.escape(str(path))}</span>"
-
-    def _save_schedule_from_widgets(self) -> None:
-        path = self.model.save_schedule(self.trace_path.value)
-        self.trace_status.value = (f"<span>saved the schedule ({len(self.model.trace)} "
-                                   f"instructions) to {html.escape(str(path))}</span>")
-
-    def _load_from_widgets(self) -> None:
-        if self.model.load_trace(self.trace_path.value):
-            self.trace_status.value = f"<span>loaded {html.escape(self.trace_path.value)}</span>"
-        else:
-            self.trace_status.value = ""
-
     # -------------------------------------------------------------- render
     def _on_model(self, reason: str) -> None:
         try:
@@ -516,15 +515,8 @@ class ScheduleEditor(widgets.VBox):
     def _render_tree(self) -> None:
         items = self.model.tree()
         selected = self.model.selected
-        index = next((n for n, t in enumerate(items) if t.same(selected)), None)
-        self._syncing = True
-        try:
-            options = [(t.label, n) for n, t in enumerate(items)]
-            if list(self.tree.options) != options:
-                self.tree.options = options
-            self.tree.value = index
-        finally:
-            self._syncing = False
+        index = next((n for n, t in enumerate(items) if t.same(selected)), -1)
+        self.tree.set_items(items, index)
 
     def _render_actions(self) -> None:
         actions = self.model.actions_for()
@@ -546,8 +538,10 @@ class ScheduleEditor(widgets.VBox):
             if action else "")
         if item is None or action is None:
             self.args_box.children = ()
+            self.tree.set_targets([])
             return
         kids: list[widgets.Widget] = []
+        targets: list[TreeItem] = []
         if action == "split":
             opts = divisors(item.extent or 1)
             self.split_factor.options = [(str(d), d) for d in opts]
@@ -561,9 +555,7 @@ class ScheduleEditor(widgets.VBox):
             _first(self.fuse_loops)
             kids = [self.fuse_loops]
         elif action == "reorder":
-            names = [t.name for t in self.model.loop_chain(item)]
-            self.reorder_loops.allowed_tags = names
-            self.reorder_loops.value = names
+            self.reorder_loops.set_items([t.name for t in self.model.loop_chain(item)])
             kids = [self.reorder_loops]
         elif action == "bind":
             kids = [self.thread_axis]
@@ -591,6 +583,8 @@ class ScheduleEditor(widgets.VBox):
             self.scope.value = "shared" if action == "cache_read" else "local"
             kids = [self.buffer, self.scope]
         self.args_box.children = tuple(kids)
+        rows = self.tree.items  # the legal compute_at targets, highlighted in the tree
+        self.tree.set_targets([n for n, t in enumerate(rows) if any(t.same(x) for x in targets)])
 
     def _render_nest(self) -> None:
         if not self._iteration_dirty:

@@ -63,6 +63,7 @@ __all__ = [
     "EditorError",
     "EditorModel",
     "MeasureRecord",
+    "NoChange",
     "TreeItem",
 ]
 
@@ -78,12 +79,6 @@ SCOPES = ("global", "shared", "local")
 INDENT = "\u00a0\u00a0"  # non-breaking: <select> options keep it
 
 
-def _is_file_name(source: str | Path) -> bool:
-    from ..schedule.file import _looks_like_path
-
-    return _looks_like_path(source)
-
-
 def _open_schedule_file(path: str | os.PathLike) -> ScheduleFile:
     from ..schedule.file import read_schedule_file
 
@@ -96,6 +91,10 @@ class EditorError(ValueError):
     sets :attr:`EditorModel.error`; the schedule is unchanged."""
 
 
+class NoChange(EditorError):
+    """An action ran but left the IR exactly as it was; it is not recorded."""
+
+
 @dataclass(frozen=True, eq=False)
 class TreeItem:
     """One row of the loop tree: a block or a loop, at ``depth`` (0 = top level).
@@ -103,7 +102,8 @@ class TreeItem:
     For a loop, ``var`` is its loop variable (its identity: names may repeat),
     ``extent`` and ``loop_kind`` (``serial``, ``parallel``, ``vectorized``,
     ``unrolled``, ``thread_binding`` with ``thread``); ``block`` is the first block
-    below it. For a block, ``block`` is its own name.
+    below it. For a block, ``block`` is its own name and ``iter_kinds`` the kinds of its
+    iter vars (``"SSR"``: spatial, spatial, reduction; ``O`` opaque).
     """
 
     kind: str
@@ -114,6 +114,7 @@ class TreeItem:
     extent: int | None = None
     loop_kind: str | None = None
     thread: str | None = None
+    iter_kinds: str | None = None
 
     @property
     def label(self) -> str:
@@ -185,6 +186,35 @@ class _Step:
     description: str
 
 
+def _replay_steps(sch: Schedule, trace: Trace) -> list[_Step]:
+    """Replay ``trace`` on a copy of ``sch``: one step (a snapshot and the instruction as
+    printed) per instruction that changes the schedule; lookups and sampling go with
+    the next such instruction, trailing ones with the last. All or nothing: a failing
+    instruction raises :class:`TraceError` naming it."""
+    from ..schedule.file import LOOKUP_KINDS
+
+    work = sch.copy()
+    first = len(work.trace)
+    steps: list[_Step] = []
+    pending = False  # lookups/sampling replayed since the last snapshot
+    changing: list[int] = []
+    for index in trace.replay_iter(work):
+        inst = trace.insts[index]
+        if inst.kind in LOOKUP_KINDS or inst.spec.sampling:
+            pending = True
+            continue
+        steps.append(_Step(work.copy(), ""))
+        changing.append(index)
+        pending = False
+    if pending and steps:  # trailing lookups belong to the last step
+        steps[-1] = _Step(work.copy(), "")
+    elif pending:  # nothing but lookups: one step
+        steps.append(_Step(work.copy(), ""))
+        changing.append(len(trace) - 1)
+    lines = work.trace.lines()
+    return [_Step(s.schedule, lines[first + i]) for s, i in zip(steps, changing, strict=True)]
+
+
 def _walk(stmt: Any, depth: int, out: list[TreeItem]) -> None:
     if isinstance(stmt, For):
         below = _first_block(stmt.body)
@@ -192,7 +222,8 @@ def _walk(stmt: Any, depth: int, out: list[TreeItem]) -> None:
                             stmt.extent, stmt.kind, stmt.thread_tag))
         _walk(stmt.body, depth + 1, out)
     elif isinstance(stmt, Block):
-        out.append(TreeItem("block", stmt.name, depth, stmt.name))
+        out.append(TreeItem("block", stmt.name, depth, stmt.name,
+                            iter_kinds="".join(iv.kind for iv in stmt.iter_vars)))
         _walk(stmt.body, depth + 1, out)
     elif isinstance(stmt, SeqStmt):
         for s in stmt.stmts:
@@ -216,6 +247,17 @@ def _first_block(stmt: Any) -> str:
     if isinstance(stmt, IfThenElse):
         return _first_block(stmt.then_case)
     return ""
+
+
+def _notice_html(message: str) -> str:
+    """A neutral (not red) banner: something to know, nothing went wrong."""
+    import html
+
+    return ('<div class="wb-notice" style="padding:4px 6px;margin-bottom:2px;'
+            "border-left:4px solid var(--jp-info-color1,#0288d1);"
+            "background:var(--jp-info-color3,rgba(2,136,209,0.10));"
+            "color:var(--jp-content-font-color1,inherit);"
+            f'font-family:var(--jp-code-font-family,monospace)">{html.escape(message)}</div>')
 
 
 def tree_of(func: PrimFunc) -> list[TreeItem]:
@@ -455,6 +497,41 @@ class EditorModel:
         items = {id(t.var): t for t in self.tree() if t.kind == "loop"}
         return [items[id(v)] for v in above[index:]]
 
+    def drop_order(self, source: TreeItem, target: TreeItem) -> list[TreeItem]:
+        """The loops to ``reorder`` when loop ``source`` is dragged onto loop ``target``
+        in the tree: ``source`` takes ``target``'s place, the loops in between shift.
+        Raises :class:`EditorError` unless both are loops of one chain (one above the
+        other, each loop in between the only child of its parent).
+
+        >>> import workbench as wb
+        >>> m = EditorModel(wb.workloads.mm_relu(8, 8, 8))
+        >>> i, j, k = [t for t in m.tree() if t.kind == "loop"][:3]
+        >>> [t.name for t in m.drop_order(k, i)]
+        ['k', 'i', 'j']
+        """
+        from .looptree import drop_order
+
+        tree = self.tree()
+        rows = [next((n for n, t in enumerate(tree) if t.same(x)), -1) for x in (source, target)]
+        order = drop_order(tree, rows[0], rows[1]) if -1 not in rows else None
+        if order is None:
+            raise EditorError(
+                f"reorder: cannot drop {source.kind} {source.name} on {target.kind} "
+                f"{target.name}: only loops nested in one chain (each the only child of "
+                "the one above) can be reordered")
+        return [tree[n] for n in order]
+
+    def drop(self, source: TreeItem, target: TreeItem) -> bool:
+        """Drop loop ``source`` on loop ``target`` (see :meth:`drop_order`): one reorder
+        step; False (with :attr:`error`) when the drop or the reorder is refused, or when
+        it would change nothing."""
+        try:
+            loops = self.drop_order(source, target)
+        except EditorError as e:
+            self._fail(e)
+            return False
+        return self.apply("reorder", loops=[t.var for t in loops])
+
     def fuse_options(self, loop: TreeItem | None = None) -> list[list[str]]:
         """Runs of perfectly nested loops starting at ``loop`` (each the only statement
         in its parent), as name lists: what fuse accepts."""
@@ -546,6 +623,8 @@ class EditorModel:
         A refused action sets :attr:`error` (and :attr:`error_html`, the message with
         the IR marked) and changes nothing; an unknown action or a missing parameter
         raises ``TypeError``/``ValueError`` (a programming mistake, not a schedule one).
+        An action that leaves the IR as it was (a reorder into the same order) is not
+        recorded: it returns False and :attr:`error` says ``"no change: ..."``.
         """
         if action not in ACTIONS and action not in EXTRA_ACTIONS:
             known = ", ".join(ACTIONS + tuple(EXTRA_ACTIONS))
@@ -555,6 +634,9 @@ class EditorModel:
             description, select = self._run(action, sch, dict(params))
         except (ScheduleError, EditorError) as e:
             self._fail(e)
+            return False
+        if self._unchanged(sch):
+            self._fail(NoChange(f"no change: {action} left the IR as it was"))
             return False
         self._push(sch, description, select)
         self._notify("apply")
@@ -583,10 +665,22 @@ class EditorModel:
         self.error = self.error_html = ""
         self._reselect(select)
 
+    def _unchanged(self, sch: Schedule) -> bool:
+        """Whether ``sch`` holds the same IR as the current step (nothing to record)."""
+        before = self._current.mod
+        return sch.mod is before or structural_equal(sch.mod, before)
+
+    def refuse(self, message: str) -> None:
+        """Show a refusal that no primitive raised (a loop dropped where it cannot go):
+        sets :attr:`error`, changes nothing."""
+        self._fail(EditorError(message))
+
     def _fail(self, e: Exception) -> None:
         self.error = str(e)
         if isinstance(e, ScheduleError):
             self.error_html = e.html()
+        elif isinstance(e, NoChange):
+            self.error_html = _notice_html(str(e))
         else:
             from ..ir.highlight import error_banner
 
@@ -725,29 +819,59 @@ class EditorModel:
         """Write the current schedule as a self-contained schedule file (the starting
         function, the trace, the last measurement): ``wb.load_schedule`` or
         ``ScheduleEditor(path)`` open it again."""
+        return self.schedule_file(note=note).write(Path(path))
+
+    def schedule_file(self, note: str | None = None) -> ScheduleFile:
+        """The current schedule as a :class:`~workbench.ScheduleFile` (not written):
+        the starting function, the trace, each step's IR, the last measurement."""
+        from ..ir import structural_hash
+        from ..schedule.file import make_schedule_file
+
         sch = self._current
         measured = self.measurements[-1] if self.measurements else None
         measurement = None
         if measured is not None and getattr(measured, "ok", False):
             measurement = {"median": measured.median}
-        return sch.save(Path(path), target="c", measurement=measurement, note=note)
+        return make_schedule_file(sch.original, sch.trace, func_name=sch._func_name,
+                                  target="c", result_hash=structural_hash(sch.mod),
+                                  measurement=measurement, note=note)
 
-    def load_trace(self, source: Trace | ScheduleFile | str | Path) -> bool:
-        """Replace the schedule by a trace replayed on the starting function, as one
-        undoable step. ``source`` is a Trace, a file (a schedule file, trace JSON or
-        ``def apply_trace`` text) or such text itself. Never executed: traces are parsed
-        as data. A schedule file must be for this editor's starting function. A trace
-        that does not replay sets :attr:`error` and changes nothing."""
-        from ..schedule.file import ScheduleFileError, read_trace_source
+    def load_trace(self, source: Trace | ScheduleFile | str | Path, *,
+                   name: str | None = None) -> bool:
+        """Replay a trace on the starting function, one undoable step per instruction
+        that changes the schedule (lookups such as ``get_block`` and sampling
+        instructions go with the next step that uses them; each step is described by
+        its instruction), so Undo walks back through the loaded trace.
+
+        ``source`` is a Trace, a file (a schedule file, trace JSON or ``def apply_trace``
+        text) or such text itself. With ``name`` (an uploaded file's name) ``source`` is
+        that file's text and is never taken as a file name. Never executed: traces are
+        parsed as data. A schedule file must be for this editor's starting function. A
+        trace that does not replay sets :attr:`error` and changes nothing; an empty
+        trace changes nothing either. Returns whether it loaded.
+
+        >>> import workbench as wb
+        >>> model = EditorModel(wb.workloads.matmul(16, 16, 16))
+        >>> sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+        >>> j0, j1 = sch.split(sch.get_loops(sch.get_block("C"))[1], factors=[None, 4])
+        >>> sch.reorder(j0, j1)
+        >>> model.load_trace(sch.trace.as_json())
+        True
+        >>> [s.split(" = ")[-1][:22] for s in model.steps]
+        ['sch.split(loop=l2, fac', 'sch.reorder(l4, l5)']
+        """
+        from ..schedule.file import ScheduleFileError, read_trace_source, read_trace_text
 
         try:
             try:
-                trace, schedule_file = read_trace_source(source)
+                if name is not None:
+                    if not isinstance(source, (str, bytes)):
+                        raise TypeError(f"the text of {name}, got {type(source).__name__}")
+                    trace, schedule_file = read_trace_text(source, where=name)
+                else:
+                    trace, schedule_file = read_trace_source(source)
             except (FileNotFoundError, ScheduleFileError, TypeError) as e:
                 raise EditorError(f"load trace: {e}") from None
-            where = ""
-            if isinstance(source, (str, Path)) and _is_file_name(source):
-                where = f" {Path(source).name}"
             start = self._history[0].schedule
             if schedule_file is not None:
                 theirs = schedule_file.original()
@@ -762,11 +886,17 @@ class EditorModel:
             base = start.trace
             if len(base):
                 base.apply_to_schedule(sch)
-            trace.apply_to_schedule(sch)
+            steps = _replay_steps(sch, trace)
         except (ScheduleError, TraceError, EditorError) as e:
             self._fail(e)
             return False
-        self._push(sch, f"load trace{where}", None)
+        if not steps:
+            return True
+        del self._history[self._pos + 1:]
+        self._history.extend(steps)
+        self._pos = len(self._history) - 1
+        self.error = self.error_html = ""
+        self._reselect(None)
         self._notify("load")
         return True
 

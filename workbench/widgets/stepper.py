@@ -28,6 +28,7 @@ True
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -60,9 +61,12 @@ class TraceStepper(widgets.VBox):
     Play button, the trace listing with the current instruction marked, and the IR
     before/after the instruction as a diff.
 
-    ``trace`` is a :class:`~workbench.Trace`, a Schedule (its trace) or trace text (JSON
-    or the printed ``def apply_trace(sch): ...``); ``func`` is the PrimFunc or IRModule
-    it starts from. ``syntax`` is ``"classic"`` or ``"tirx"`` (TVM >= 0.24 names).
+    ``trace`` is a :class:`~workbench.Trace`, a Schedule (its trace), a file name (a
+    trace JSON, ``def apply_trace`` text or a schedule file), a
+    :class:`~workbench.ScheduleFile`, or such text itself; ``func`` is the PrimFunc or
+    IRModule it starts from, optional when the source carries it (a schedule file, a
+    Schedule). ``syntax`` is ``"classic"`` or ``"tirx"`` (TVM >= 0.24 names).
+    ``TraceStepper("mm.trace.json", func)``, ``TraceStepper("mm.schedule.json")``.
 
     - "only steps that change the IR" makes previous/next/play skip lookups
       (``get_block``, ``get_loops``...); sampling steps stay, to edit their decisions.
@@ -92,7 +96,8 @@ class TraceStepper(widgets.VBox):
     ''
     """
 
-    def __init__(self, trace: Trace | Schedule | str, func: Any = None, syntax: str = "classic"):
+    def __init__(self, trace: Trace | Schedule | str | os.PathLike, func: Any = None,
+                 syntax: str = "classic"):
         self.model = StepperModel(trace, func, syntax=syntax)
         self._syncing = False
 
@@ -103,6 +108,8 @@ class TraceStepper(widgets.VBox):
                                           tooltip="previous step")
         self.next_button = widgets.Button(description="next ▶", layout=button(),
                                           tooltip="next step")
+        self.prev_button.add_class("wb-previous")
+        self.next_button.add_class("wb-next")
         self.slider = widgets.IntSlider(
             value=0, min=0, max=self.model.last_step, description="step",
             continuous_update=True, layout=widgets.Layout(width="45%"),

@@ -31,13 +31,16 @@ from __future__ import annotations
 import html
 import itertools
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..ir import Block, For, IRModule, PrimFunc
 from ..ir.analysis import as_module, find_block
 from ..ir.highlight import error_banner
 from ..schedule.errors import ScheduleError, TraceError
+from ..schedule.file import LOOKUP_KINDS
 from ..schedule.primitives.sampling import (
     LocationMark,
     compute_location_candidates,
@@ -59,10 +62,6 @@ __all__ = [
     "perfect_tile_choices",
 ]
 
-#: Instruction kinds that only look things up (they never change the IR).
-LOOKUP_KINDS = frozenset(
-    {"GetBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers"}
-)
 
 #: At most this many perfect tilings are listed as choices of one decision.
 MAX_CHOICES = 500
@@ -245,19 +244,43 @@ def _replay(trace: Trace, module: IRModule) -> _Replay:
 
 
 def _open(trace: Any, func: Any) -> tuple[Trace, Any]:
-    """The trace and the function it starts from: a file name or a schedule file brings
-    its own function (used when ``func`` is None); a Schedule starts from its original
-    module."""
-    from ..schedule.file import read_trace_source
+    """The trace and the function it starts from: a file name, a schedule file or its
+    text bring their own function (used when ``func`` is None); a Schedule starts from
+    its original module."""
+    from ..schedule.file import ScheduleFile, read_trace_source
 
     if isinstance(trace, Schedule) and func is None:
         return trace.trace, trace.original
-    if isinstance(trace, str) and not trace.strip():
+    if isinstance(trace, (str, bytes)) and not trace.strip():
         raise ValueError("the stepper needs a trace: got an empty string")
-    loaded, schedule_file = read_trace_source(trace)
+    try:
+        loaded, schedule_file = read_trace_source(trace)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"TraceStepper: {e}") from None
     if func is None and schedule_file is not None:
         func = schedule_file.original()
+    if func is None and not isinstance(trace, (Trace, ScheduleFile)):
+        raise TypeError(
+            f"TraceStepper: {_describe(trace)} is a bare trace: it does not carry the "
+            f"function it starts from. Pass it: TraceStepper({_shown(trace)}, func), or save "
+            "a schedule file instead (sch.save(path), or the editor's Download schedule), "
+            "which does")
     return loaded, func
+
+
+def _describe(source: Any) -> str:
+    from ..schedule.file import _looks_like_path
+
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and _looks_like_path(source)
+                                           and Path(source).expanduser().is_file()):
+        return f"the file {Path(source).name}"
+    return "the trace text"
+
+
+def _shown(source: Any) -> str:
+    if _describe(source).startswith("the file"):
+        return repr(str(source))
+    return "trace"
 
 
 def _as_start(func: Any) -> PrimFunc | IRModule:
@@ -269,11 +292,13 @@ def _as_start(func: Any) -> PrimFunc | IRModule:
         return func
     if func is None:
         raise TypeError(
-            "the stepper needs the function the trace starts from: TraceStepper(trace, func)"
-            " (a schedule file carries its own: TraceStepper('schedule.json'))"
+            "TraceStepper: the stepper needs the function the trace starts from: "
+            "TraceStepper(trace, func) (a schedule file carries its own: "
+            "TraceStepper('schedule.json'))"
         )
     raise TypeError(
-        f"expected the PrimFunc or IRModule the trace starts from, got {type(func).__name__}"
+        f"TraceStepper: expected the PrimFunc or IRModule the trace starts from, got "
+        f"{type(func).__name__}"
     )
 
 
