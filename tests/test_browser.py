@@ -1,4 +1,4 @@
-"""What a new user does with the mouse only, in a real JupyterLab driven by headless Chromium.
+"""What a new user does with the mouse and keys, in a real JupyterLab driven by headless Chromium.
 
 The JupyterLab extension is installed from the project's wheel, as ``pip install`` would:
 the test builds the wheel, unpacks its ``share/jupyter`` data into a temporary folder, puts
@@ -7,16 +7,25 @@ schedule-workbench extension is found there.
 
 ``test_new_user_flow`` starts ``jupyter lab`` on 127.0.0.1 in a temporary root folder holding
 ``tests/browser/editor_demo.ipynb`` and a small tuning database (a real ``wb.tune`` of a 64^3
-matmul), then runs ``tests/browser/run_flow.mjs`` (playwright-core): in the ScheduleEditor,
-split the loop ``j`` (loop tree, action drop-down, factor, Apply), reorder with the up/down
-buttons and by dragging one loop onto another, download the schedule file and the trace to
-"the user's computer" (a temporary folder), Reset, upload the schedule file again (one undo
-step per instruction), open the trace in the stepper and step through it; then in
-JupyterLab's file browser upload both files, open the schedule file in the extension's
-viewer and select a step (its diff), open the trace (its instructions), and open the tuning
-database's records.jsonl (its table and plot). Screenshots of
+matmul), then runs ``tests/browser/run_flow.mjs`` (playwright-core). In the ScheduleEditor:
+the loop tree by keyboard (ArrowDown/ArrowUp move the selection; ArrowLeft/ArrowRight and the
+row toggle collapse and expand a row, hiding and showing exactly the rows under it), block
+``C``'s compute_at / reverse_compute_at targets marked in the tree (exactly the legal ones the
+Python ``EditorModel.compute_targets`` finds, handed to the script in a JSON file); split the
+loop ``j`` (loop tree, action drop-down, factor, Apply), reorder with the up/down buttons and
+by dragging one loop onto another, download the schedule file and the trace to "the user's
+computer" (a temporary folder), Reset, upload the schedule file again (one undo step per
+instruction), open the trace in the stepper and step through it. Then in JupyterLab's file
+browser: upload both files, open the schedule file in the extension's viewer and select a
+step (its diff), open the trace (its instructions), and open the tuning database's
+records.jsonl (its table and plot). Then the notebooks the extension creates: the launcher's
+"New schedule workbench" card (a small matmul picked in its dialog) opens a notebook whose
+code calls that workload with those sizes and whose editor's loop tree, once run, shows its
+loops and extents; "Open in notebook" in the schedule file's context menu opens
+``mm_relu_replay.ipynb``, whose TraceStepper steps with next and previous. Screenshots of
 each stage go to ``tests/browser/artifacts/`` (light theme, plus one of the editor in the
-dark theme). The downloaded files and what the pages showed are checked here in Python.
+dark theme). The downloaded files, the saved notebooks and what the pages showed are checked
+here in Python.
 
 Set up the browser side with ``npm ci --prefix tests/browser`` (``make test`` does it)
 and Debian's ``chromium`` package. Without Chromium, node or playwright-core
@@ -61,16 +70,31 @@ SCRIPT_TIMEOUT = 240.0
 
 # The screenshots the flow saves, in order (stage name -> file).
 SCREENSHOTS = [
-    "01-split.png",
-    "02-reorder-buttons.png",
-    "03-reorder-drag.png",
-    "04-trace-tab.png",
-    "05-uploaded.png",
-    "06-stepper.png",
-    "07-editor-dark.png",
-    "08-schedule-viewer.png",
-    "09-database-viewer.png",
+    "01-looptree-collapsed.png",
+    "02-looptree-targets.png",
+    "03-split.png",
+    "04-reorder-buttons.png",
+    "05-reorder-drag.png",
+    "06-trace-tab.png",
+    "07-uploaded.png",
+    "08-stepper.png",
+    "09-editor-dark.png",
+    "10-schedule-viewer.png",
+    "11-database-viewer.png",
+    "12-new-workbench-dialog.png",
+    "13-new-workbench.png",
+    "14-replay-notebook.png",
 ]
+# Every stage of run_flow.mjs, in order ("looptree" runs inside "editor", before the split).
+STAGES = ["editor", "dark", "viewer", "database", "launcher", "replay"]
+
+# The block whose compute-location targets the flow checks in the demo notebook's editor.
+TARGET_BLOCK = "C"
+# What the flow picks in the launcher card's dialog (small, and each size different, so a
+# size that does not reach the notebook shows in the loop tree's extents).
+NEW_WORKLOAD = "matmul"
+NEW_SIZES = {"M": 16, "N": 8, "K": 32}
+REPLAY_NOTEBOOK = f"{FUNCTION}_replay.ipynb"
 
 
 def _chromium() -> str | None:
@@ -505,6 +529,74 @@ def _served_extension(url: str) -> dict | None:
     return None
 
 
+def _demo_function():
+    """The function the demo notebook's editor opens (its code cell says the same)."""
+    import workbench as wb
+
+    return wb.workloads.mm_relu(128, 128, 128)
+
+
+def _row(item) -> dict:
+    return {"kind": item.kind, "name": item.name, "block": item.block, "depth": item.depth,
+            "extent": item.extent}
+
+
+def _expectations() -> dict:
+    """What the pages must show, from the Python models (run_flow.mjs --expect)."""
+    import workbench as wb
+    from workbench.widgets.editor_model import EditorModel
+
+    demo = EditorModel(_demo_function())
+    targets = {action: [_row(item) for item in demo.compute_targets(action, TARGET_BLOCK)]
+               for action in ("compute_at", "reverse_compute_at")}
+    # The check means something only if one action has legal targets.
+    assert any(targets.values()), f"block {TARGET_BLOCK} has no compute-location targets"
+    new = EditorModel(getattr(wb.workloads, NEW_WORKLOAD)(**NEW_SIZES))
+    return {
+        "looptree": {"block": TARGET_BLOCK, "rows": [_row(item) for item in demo.tree()],
+                     "targets": targets},
+        "workbench": {"workload": NEW_WORKLOAD, "sizes": NEW_SIZES,
+                      "rows": [_row(item) for item in new.tree()]},
+    }
+
+
+def _check_new_notebooks(root: Path, expect: dict, seen: dict) -> list[str]:
+    """The notebooks the launcher card and "Open in notebook" saved, and what they showed."""
+    problems: list[str] = []
+
+    def key(row: dict) -> tuple:
+        return row["kind"], row["name"], row["block"], row["depth"]
+
+    for action, rows in expect["looptree"]["targets"].items():
+        shown = seen.get(f"looptree_targets_{action}")
+        if shown is None or sorted(map(key, shown)) != sorted(map(key, rows)):
+            problems.append(f"{action} of {TARGET_BLOCK}: the page marked {shown} as targets; "
+                            f"the model's legal targets are {rows}")
+    rows = expect["workbench"]["rows"]
+    shown = seen.get("workbench_rows")
+    page_rows = [(*key(r), r["extent"] if r["kind"] == "loop" else "") for r in shown or []]
+    model_rows = [(*key(r), f"range({r['extent']})" if r["kind"] == "loop" else "")
+                  for r in rows]
+    if shown is None or page_rows != model_rows:
+        problems.append(f"the new notebook's loop tree showed {shown}; {NEW_WORKLOAD} "
+                        f"{NEW_SIZES} has {rows}")
+    sizes = ", ".join(f"{name}={value}" for name, value in NEW_SIZES.items())
+    for notebook, wanted in [
+        (f"{NEW_WORKLOAD}_workbench.ipynb",
+         f"ScheduleEditor(wb.workloads.{NEW_WORKLOAD}({sizes}))"),
+        (REPLAY_NOTEBOOK, f'TraceStepper("{SCHEDULE_FILE}")'),
+    ]:
+        path = root / notebook
+        if not path.is_file():
+            problems.append(f"no {notebook} was saved in the lab's folder")
+            continue
+        code = ["".join(cell["source"]) for cell in json.loads(path.read_text())["cells"]
+                if cell["cell_type"] == "code"]
+        if not code or wanted not in code[0]:
+            problems.append(f"the first code cell of {notebook} lacks {wanted}: {code[:1]}")
+    return problems
+
+
 def _check_trace_file(path: Path) -> list[str]:
     data = json.loads(path.read_text())
     if not (isinstance(data, list) and len(data) == 2 and isinstance(data[0], list)):
@@ -568,6 +660,9 @@ def test_new_user_flow(jupyter_lab: Lab, wheel_data: WheelData, tmp_path: Path) 
     computer = tmp_path / "computer"  # the user's own folder, where downloads land
     computer.mkdir()
     result = tmp_path / "seen.json"
+    expect = _expectations()
+    expect_path = tmp_path / "expect.json"
+    expect_path.write_text(json.dumps(expect))
     started = time.monotonic()
     code, output = _run_script(
         [
@@ -579,6 +674,7 @@ def test_new_user_flow(jupyter_lab: Lab, wheel_data: WheelData, tmp_path: Path) 
             f"--result={result}",
             f"--database={DATABASE}/records.jsonl",
             f"--function={FUNCTION}",
+            f"--expect={expect_path}",
         ],
         SCRIPT_TIMEOUT,
     )
@@ -612,6 +708,9 @@ def test_new_user_flow(jupyter_lab: Lab, wheel_data: WheelData, tmp_path: Path) 
             problems.append(f"the lab does not serve the wheel's {EXTENSION_NAME} build "
                             f"({wheel_load}): {served}")
     problems += _check_database_view(jupyter_lab.root, seen)
+    problems += _check_new_notebooks(jupyter_lab.root, expect, seen)
+    if seen.get("stages") != STAGES:
+        problems.append(f"the browser run finished the stages {seen.get('stages')}, not {STAGES}")
     for name in SCREENSHOTS:
         path = ARTIFACTS / name
         if not path.is_file():

@@ -379,3 +379,20 @@ def test_loop_nest_picture_follows_the_selected_block(editor):
     assert view.model.block == "C" and view.model.picture.title.startswith("C:")
     pick(editor, "for k in range(64)")  # a loop above Y: the picture shows Y again
     assert view.model.block == "Y"
+
+
+def test_a_compute_action_without_legal_loops_says_so_and_cannot_apply():
+    """A one-block matmul's C has no loop to go under: the panel says so and Apply is off,
+    rather than an empty drop-down whose Apply can only fail."""
+    editor = ScheduleEditor(wb.workloads.matmul(16, 8, 32))
+    editor.select(block="C")
+    editor.action.value = "compute_at"
+    assert editor.model.compute_targets("compute_at", "C") == []
+    assert editor.args_box.children == (editor.no_target_note,)
+    assert "no loop where it is legal now" in editor.no_target_note.value
+    assert editor.apply_button.disabled
+    editor.select(loop="i")  # a loop action: Apply is back
+    assert not editor.apply_button.disabled
+    editor.select(block="C")
+    editor.action.value = "cache_read"
+    assert not editor.apply_button.disabled and editor.args_box.children

@@ -159,10 +159,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       namespace: 'schedule-workbench-database'
     });
     scheduleFactory.widgetCreated.connect((_, widget) => {
+      widget.title.icon = workbenchIcon; // DocumentWidget leaves the tab without an icon
       widget.context.pathChanged.connect(() => void scheduleTracker.save(widget));
       void scheduleTracker.add(widget);
     });
     databaseFactory.widgetCreated.connect((_, widget) => {
+      widget.title.icon = workbenchIcon;
       widget.context.pathChanged.connect(() => void databaseTracker.save(widget));
       void databaseTracker.add(widget);
     });

@@ -145,7 +145,7 @@ export class ScheduleView {
           'div',
           'wb-viewer-warning',
           'A bare trace carries no IR. To see each step\'s IR, open a schedule file ' +
-            '(sch.save("name.schedule.json"), or the editor\'s "Download schedule file").'
+            '(sch.save("name.schedule.json"), or the editor\'s "Download schedule" button).'
         )
       );
     }

@@ -4,16 +4,25 @@
 // Usage:
 //   node run_flow.mjs --base-url http://127.0.0.1:8888 --notebook editor_demo.ipynb \
 //       --artifacts DIR --computer DIR --result seen.json --database tuning_db/records.jsonl \
-//       [--function mm_relu] [--chromium /usr/bin/chromium] [--timeout 45000] \
-//       [--stages editor,transfer,dark,viewer,database]
+//       --expect expect.json [--function mm_relu] [--chromium /usr/bin/chromium] \
+//       [--timeout 45000] [--stages looptree,editor,transfer,dark,viewer,database,launcher,replay]
 //
 // --computer is "the user's computer": downloads are saved there and uploads come from
 // there. --result receives what the pages showed (IR texts, viewer steps, database rows
 // and plot points), written after every stage, for the Python side to check. --timeout
 // bounds each wait (milliseconds); no step sleeps a fixed time where a condition can be
-// awaited.
+// awaited. --expect is a JSON file the Python side computed from the models:
+//   {"looptree": {"block": "C", "targets": {"reverse_compute_at": [{name, block, depth}],
+//                 "compute_at": [...]}},
+//    "workbench": {"workload": "matmul", "sizes": {"M": 16, ...},
+//                  "rows": [{kind, name, block, depth, extent}, ...]}}
 //
 // Stages:
+//   looptree  (in the editor, before the split) keyboard: click a row, ArrowDown/ArrowUp
+//             move .wb-looptree-selected; collapse a row with its .wb-looptree-toggle and
+//             with ArrowLeft (its descendants disappear), expand with the toggle and
+//             ArrowRight; select block C, choose each compute-location action: the
+//             .wb-looptree-target rows are exactly the model's legal targets.
 //   editor    open the notebook, Run All, split `j` by 4 (loop tree row, action drop-down,
 //             factor, Apply), reorder with the up/down buttons + Apply, reorder by dragging
 //             a loop-tree row onto another;
@@ -26,6 +35,13 @@
 //             diff.
 //   database  file browser: open the database folder and its records.jsonl; read the
 //             viewer's table rows and plot points.
+//   launcher  File > New Launcher, the "New schedule workbench" card (section Other): pick
+//             the workload and sizes in the .wb-picker dialog, Create; the new notebook's
+//             code calls the workload with those sizes; Run All; its .wb-looptree shows
+//             the workload's loops.
+//   replay    (after viewer) right-click the uploaded schedule file, "Open in notebook":
+//             <stem>_replay.ipynb opens; Run All; its .wb-stepper steps with .wb-next and
+//             .wb-previous.
 //
 // Exits 0 on success. On any failure it prints what went wrong (plus the notebook's error
 // outputs and the browser console errors), saves NAME.failure.png in --artifacts and
@@ -55,14 +71,15 @@ const { values: opts } = parseArgs({
     computer: { type: 'string' },
     result: { type: 'string' },
     database: { type: 'string' },
+    expect: { type: 'string' },
     function: { type: 'string', default: 'mm_relu' },
     chromium: { type: 'string', default: '/usr/bin/chromium' },
     timeout: { type: 'string', default: '45000' },
-    stages: { type: 'string', default: 'editor,transfer,dark,viewer,database' },
+    stages: { type: 'string', default: 'looptree,editor,transfer,dark,viewer,database,launcher,replay' },
   },
 });
 
-for (const name of ['base-url', 'notebook', 'artifacts', 'computer', 'result', 'database']) {
+for (const name of ['base-url', 'notebook', 'artifacts', 'computer', 'result', 'database', 'expect']) {
   if (!opts[name]) {
     console.error(`run_flow.mjs: --${name} is required (see the usage at the top of the file)`);
     process.exit(2);
@@ -76,6 +93,7 @@ const FUNC = opts.function;
 const SCHEDULE_FILE = `${FUNC}.schedule.json`;
 const TRACE_FILE = `${FUNC}.trace.json`;
 const STAGES = new Set(opts.stages.split(','));
+const EXPECT = JSON.parse(readFileSync(opts.expect, 'utf8'));
 const seen = {};
 const consoleErrors = [];
 let currentStep = 'start';
@@ -216,6 +234,121 @@ function assertOrder(code, names, where) {
   }
 }
 
+/** The loop tree's shown rows as the page draws them. */
+async function treeRows(tree) {
+  return tree.locator('.wb-looptree-row').evaluateAll((els) => els.map((e) => ({
+    kind: e.dataset.kind,
+    name: e.dataset.name,
+    block: e.dataset.block,
+    depth: Number(e.getAttribute('aria-level')) - 1,
+    extent: e.querySelector('.wb-looptree-extent')?.textContent ?? '',
+    expanded: e.getAttribute('aria-expanded'),
+    selected: e.classList.contains('wb-looptree-selected'),
+    target: e.classList.contains('wb-looptree-target'),
+  })));
+}
+
+/** A row's identity: names repeat (two loops `i`), the block below and the depth do not. */
+const rowKey = (r) => `${r.kind} ${r.name}${r.kind === 'loop' ? ` above ${r.block}` : ''} at depth ${r.depth}`;
+
+function rowLocator(tree, r) {
+  return tree.locator(`.wb-looptree-row[data-kind="${r.kind}"][data-name="${r.name}"]`
+    + `[data-block="${r.block}"][aria-level="${r.depth + 1}"]`).first();
+}
+
+/** The index of the notebook's active cell (JupyterLab's own arrow-key shortcuts move it). */
+async function activeCell(page) {
+  return page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook').first()
+    .evaluate((nb) => [...nb.querySelectorAll('.jp-Cell')].findIndex((c) => c.classList.contains('jp-mod-active')));
+}
+
+async function looptreeStage(page, tree, chooseAction) {
+  const want = EXPECT.looptree;
+  const expectedKeys = want.rows.map(rowKey);
+  const shownKeys = async () => (await treeRows(tree)).map(rowKey);
+  await step('loop tree: every block and loop of the function, expanded', async () => {
+    await waitUntil(page, async () => JSON.stringify(await shownKeys()) === JSON.stringify(expectedKeys),
+      async () => `the loop tree shows ${JSON.stringify(await shownKeys())}; the model's tree is `
+        + JSON.stringify(expectedKeys));
+  });
+  const all = want.rows;
+  const selectedKey = async () => (await treeRows(tree)).filter((r) => r.selected).map(rowKey).join(', ');
+  const waitSelected = (r, how) => waitUntil(page, async () => (await selectedKey()) === rowKey(r),
+    async () => `after ${how} the selected row is "${await selectedKey()}", expected "${rowKey(r)}"`);
+
+  await step('loop tree keyboard: ArrowDown, ArrowDown, ArrowUp move the selection', async () => {
+    await rowLocator(tree, all[0]).click(); // a click also focuses the tree
+    await waitSelected(all[0], 'a click on the first row');
+    await waitForKernelIdle(page, { quietMs: 200 });
+    const cell = await activeCell(page);
+    for (const [key, to] of [['ArrowDown', 1], ['ArrowDown', 2], ['ArrowUp', 1]]) {
+      await page.keyboard.press(key);
+      await waitSelected(all[to], key);
+    }
+    await waitForKernelIdle(page, { quietMs: 200 });
+    if ((await activeCell(page)) !== cell) {
+      throw new Error("the arrow keys in the loop tree also moved the notebook's active cell");
+    }
+  });
+
+  // The rows under row `index` (deeper, up to the next row at its depth or above).
+  const descendants = (index) => {
+    const out = [];
+    for (let n = index + 1; n < all.length && all[n].depth > all[index].depth; n++) out.push(rowKey(all[n]));
+    return out;
+  };
+  const waitShown = async (index, collapsed, how) => {
+    const gone = new Set(collapsed ? descendants(index) : []);
+    const expected = expectedKeys.filter((k) => !gone.has(k));
+    await waitUntil(page, async () => JSON.stringify(await shownKeys()) === JSON.stringify(expected)
+      && (await rowLocator(tree, all[index]).getAttribute('aria-expanded')) === String(!collapsed),
+    async () => `after ${how} on "${rowKey(all[index])}" the tree shows ${JSON.stringify(await shownKeys())}, `
+      + `expected ${JSON.stringify(expected)}`);
+    await waitForKernelIdle(page, { quietMs: 200 });
+  };
+
+  await step('collapse and expand: ArrowLeft / ArrowRight, and the .wb-looptree-toggle', async () => {
+    if (!descendants(1).length) throw new Error(`"${rowKey(all[1])}" has no rows under it to collapse`);
+    await page.keyboard.press('ArrowLeft');
+    await waitShown(1, true, 'ArrowLeft');
+    await screenshot(page, '01-looptree-collapsed.png');
+    await page.keyboard.press('ArrowRight');
+    await waitShown(1, false, 'ArrowRight');
+    // The outer loop of the other block, with the mouse: the selection stays where it is.
+    const outer = all.findIndex((r) => r.kind === 'loop' && r.depth === 0 && r.block === want.block);
+    const toggle = rowLocator(tree, all[outer]).locator('.wb-looptree-toggle');
+    await hook(toggle, `.wb-looptree-toggle on "${rowKey(all[outer])}"`, 'T');
+    await toggle.click();
+    await waitShown(outer, true, 'a click on .wb-looptree-toggle');
+    await toggle.click();
+    await waitShown(outer, false, 'a second click on .wb-looptree-toggle');
+    await waitSelected(all[1], 'collapsing and expanding another row');
+  });
+
+  await step(`block ${want.block}: the .wb-looptree-target rows of each compute-location action`, async () => {
+    const block = all.find((r) => r.kind === 'block' && r.name === want.block);
+    await rowLocator(tree, block).click();
+    await waitSelected(block, `a click on block ${want.block}`);
+    await waitForKernelIdle(page);
+    const targets = async () => (await treeRows(tree)).filter((r) => r.target).map(rowKey).sort();
+    // The action with legal targets first (its screenshot), then the one without.
+    const actions = Object.entries(want.targets).sort(([, a], [, b]) => b.length - a.length);
+    for (const [action, legal] of actions) {
+      await chooseAction(action);
+      const expected = legal.map(rowKey).sort();
+      await waitUntil(page, async () => JSON.stringify(await targets()) === JSON.stringify(expected),
+        async () => `with ${action} chosen for block ${want.block} the .wb-looptree-target rows are `
+          + `${JSON.stringify(await targets())}; the legal targets are ${JSON.stringify(expected)}`);
+      record(`looptree_targets_${action}`, (await treeRows(tree)).filter((r) => r.target)
+        .map(({ kind, name, block, depth }) => ({ kind, name, block, depth })));
+      if (legal.length) {
+        await tree.first().scrollIntoViewIfNeeded();
+        await screenshot(page, '02-looptree-targets.png');
+      }
+    }
+  });
+}
+
 async function editorStage(page) {
   const nbUrl = `${opts['base-url']}/lab/tree/${opts.notebook}`;
   await step('open the notebook', async () => {
@@ -294,6 +427,8 @@ async function editorStage(page) {
   const irStart = await irText();
   record('ir_start', irStart);
 
+  if (STAGES.has('looptree')) await looptreeStage(page, tree, chooseAction);
+
   await step('split j by 4: loop tree row, action drop-down, factor, Apply', async () => {
     await selectLoop('j');
     await chooseAction('split');
@@ -325,7 +460,7 @@ async function editorStage(page) {
     assertOrder(code, ['i', 'j_0', 'j_1', 'k'], 'after the split');
     record('ir_split', code);
   });
-  await screenshot(page, '01-split.png');
+  await screenshot(page, '03-split.png');
 
   await step('reorder with the up/down buttons: k above j_1, Apply', async () => {
     await selectLoop('i');
@@ -361,7 +496,7 @@ async function editorStage(page) {
     if (reorders !== 1) throw new Error(`.wb-trace shows ${reorders} sch.reorder( calls, expected 1`);
     record('ir_reorder_buttons', code);
   });
-  await screenshot(page, '02-reorder-buttons.png');
+  await screenshot(page, '04-reorder-buttons.png');
 
   await step('reorder by dragging loop row j_0 onto loop row i', async () => {
     const before = await irText();
@@ -377,7 +512,7 @@ async function editorStage(page) {
     if (reorders !== 2) throw new Error(`.wb-trace shows ${reorders} sch.reorder( calls, expected 2`);
     record('ir_final', code);
   });
-  await screenshot(page, '03-reorder-drag.png');
+  await screenshot(page, '05-reorder-drag.png');
   if (!STAGES.has('transfer')) return;
 
   await step('Trace tab: download the schedule file and the trace', async () => {
@@ -398,7 +533,7 @@ async function editorStage(page) {
       if (failure) throw new Error(`the download of ${name} failed: ${failure}`);
     }
   });
-  await screenshot(page, '04-trace-tab.png');
+  await screenshot(page, '06-trace-tab.png');
 
   await step('Reset, then upload the schedule file from the computer', async () => {
     const irFinal = seen.ir_final;
@@ -429,7 +564,7 @@ async function editorStage(page) {
       'Redo did not bring back the uploaded schedule');
     await waitForKernelIdle(page);
   });
-  await screenshot(page, '05-uploaded.png');
+  await screenshot(page, '07-uploaded.png');
 
   await step('Open in stepper, step through with Next', async () => {
     await editor.locator('.wb-tabs .lm-TabBar-tab', { hasText: /^Trace/ }).first().click();
@@ -490,7 +625,7 @@ async function editorStage(page) {
     assertOrder(codes.at(-1), ['j_0', 'i', 'k', 'j_1'], "the stepper's last step");
     await stepper.scrollIntoViewIfNeeded();
   });
-  await screenshot(page, '06-stepper.png');
+  await screenshot(page, '08-stepper.png');
 }
 
 // ------------------------------------------------------------------------------------
@@ -532,7 +667,7 @@ async function darkStage(page) {
     await page.locator('#jupyterlab-splash').waitFor({ state: 'detached', timeout: TIMEOUT });
     await page.locator('.wb-editor').first().scrollIntoViewIfNeeded();
   });
-  await screenshot(page, '07-editor-dark.png');
+  await screenshot(page, '09-editor-dark.png');
   await step('Settings > Theme > JupyterLab Light', async () => {
     await clickMenu(page, 'Settings', 'Theme', 'JupyterLab Light');
     await checkIrColours(page, 'light');
@@ -618,7 +753,7 @@ async function viewerStage(page) {
       throw new Error(`the split step's added lines lack j_1: ${JSON.stringify(addedText)}`);
     }
   });
-  await screenshot(page, '08-schedule-viewer.png');
+  await screenshot(page, '10-schedule-viewer.png');
 
   await step(`double-click ${TRACE_FILE}: its instructions, no IR`, async () => {
     const traceViewer = await openFromBrowser(page, browser, TRACE_FILE, '.wb-schedule-viewer');
@@ -650,7 +785,145 @@ async function databaseStage(page) {
       return { x: box.x + box.width / 2, y: box.y + box.height / 2 };
     })));
   });
-  await screenshot(page, '09-database-viewer.png');
+  await screenshot(page, '11-database-viewer.png');
+}
+
+// ------------------------------------------------------------------------------------
+// Notebooks the extension creates: the launcher card and "Open in notebook"
+
+const currentPanel = (page) => page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)').first();
+
+async function currentTab(page) {
+  return squash(await page.locator('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel')
+    .first().textContent({ timeout: 1000 }).catch(() => '') ?? '');
+}
+
+/** Wait until `name` is the notebook in front and `check(code)` (the texts of its code
+ * cells, as the cell editors show them) returns nothing; else fail with its message. */
+async function notebookOpened(page, name, check) {
+  await waitUntil(page, async () => (await currentTab(page)) === name,
+    async () => `${name} did not open (the current tab is "${await currentTab(page)}")`);
+  const cells = currentPanel(page).locator('.jp-CodeCell');
+  const code = () => cells.evaluateAll((els) => els.map((c) => [...c.querySelectorAll('.cm-line')]
+    .map((l) => l.textContent).join('\n')));
+  // The cell editors fill in after the cells appear: wait for the text, not for the cells.
+  await waitUntil(page, async () => !check(await code()), async () => check(await code()));
+  return code();
+}
+
+/** Run All in the notebook in front once its kernel is idle; wait for `cls` in its output. */
+async function runAllAndWaitFor(page, cls, owner) {
+  await page.locator('#jp-main-statusbar', { hasText: /\|\s*Idle/ }).waitFor({ timeout: TIMEOUT });
+  await waitForKernelIdle(page, { quietMs: 500 });
+  await clickMenu(page, 'Run', 'Run All Cells');
+  const panel = currentPanel(page);
+  const widget = panel.locator(cls).first();
+  const traceback = panel.locator('.jp-OutputArea-output', { hasText: 'Traceback (most recent call last)' }).first();
+  await widget.or(traceback).first().waitFor({ state: 'visible', timeout: TIMEOUT }).catch(() => {
+    throw new Error(`no ${cls} (${owner}) appeared within ${TIMEOUT} ms after Run All`);
+  });
+  if (!(await widget.isVisible())) {
+    throw new Error(`a notebook cell raised an exception instead of showing ${cls}: `
+      + (await traceback.innerText()).slice(0, 1500));
+  }
+  await waitForKernelIdle(page);
+  return widget;
+}
+
+async function launcherStage(page) {
+  const want = EXPECT.workbench;
+  const browser = await showFileBrowser(page);
+  await goHome(page, browser); // the card creates its notebook in the file browser's folder
+  const dialog = page.locator('.jp-Dialog').filter({ has: page.locator('.wb-picker') }).first();
+  await step('File > New Launcher, the card "New schedule workbench" under Other', async () => {
+    await clickMenu(page, 'File', 'New Launcher');
+    const section = page.locator('.jp-Launcher-section:visible')
+      .filter({ has: page.locator('.jp-Launcher-sectionTitle', { hasText: /^Other$/ }) }).first();
+    const card = section.locator('.jp-LauncherCard', { hasText: 'New schedule workbench' }).first();
+    await card.waitFor({ state: 'visible', timeout: TIMEOUT }).catch(() => {
+      throw new Error('the launcher has no card "New schedule workbench" under Other (X)');
+    });
+    await card.click();
+    await hook(dialog, 'dialog with a .wb-picker', 'X');
+  });
+  const sizes = Object.entries(want.sizes).map(([k, v]) => `${k}=${v}`).join(', ');
+  await step(`pick ${want.workload}(${sizes}) in the .wb-picker, Create`, async () => {
+    await dialog.locator('select.wb-picker-workload').selectOption(want.workload);
+    for (const [key, value] of Object.entries(want.sizes)) {
+      const input = dialog.locator(`.wb-picker-size input[data-size="${key}"]`);
+      await hook(input, `.wb-picker-size input for ${key} of ${want.workload}`, 'X');
+      await input.first().fill(String(value));
+    }
+    await screenshot(page, '12-new-workbench-dialog.png');
+    await dialog.locator('.jp-Dialog-button', { hasText: /^Create$/ }).click();
+    await dialog.waitFor({ state: 'detached', timeout: TIMEOUT });
+  });
+  const name = `${want.workload}_workbench.ipynb`;
+  await step(`${name} opens with the editor on ${want.workload}(${sizes})`, async () => {
+    const parts = ['ScheduleEditor(', `wb.workloads.${want.workload}(`, ...sizes.split(', ')];
+    record('workbench_code', await notebookOpened(page, name, (code) => {
+      const missing = parts.filter((part) => !(code[0] ?? '').includes(part));
+      return missing.length ? `the first code cell of ${name} lacks ${JSON.stringify(missing)}: `
+        + JSON.stringify(code[0] ?? null) : '';
+    }));
+  });
+  await step(`Run All: the editor's loop tree shows the loops of ${want.workload}`, async () => {
+    const editor = await runAllAndWaitFor(page, '.wb-editor', 'T');
+    const tree = await hook(editor.locator('.wb-looptree'), '.wb-looptree in the new notebook', 'T');
+    const expected = want.rows.map((r) => `${rowKey(r)}: ${r.kind === 'loop' ? `range(${r.extent})` : ''}`);
+    const shown = async () => (await treeRows(tree)).map((r) => `${rowKey(r)}: ${r.kind === 'loop' ? r.extent : ''}`);
+    await waitUntil(page, async () => JSON.stringify(await shown()) === JSON.stringify(expected),
+      async () => `the new notebook's loop tree shows ${JSON.stringify(await shown())}; `
+        + `${want.workload}(${sizes}) has ${JSON.stringify(expected)}`);
+    record('workbench_rows', (await treeRows(tree))
+      .map(({ kind, name, block, depth, extent }) => ({ kind, name, block, depth, extent })));
+    await tree.first().scrollIntoViewIfNeeded();
+  });
+  await screenshot(page, '13-new-workbench.png');
+}
+
+async function replayStage(page) {
+  const browser = await showFileBrowser(page);
+  await goHome(page, browser);
+  const name = `${SCHEDULE_FILE.replace(/\.schedule\.json$/, '')}_replay.ipynb`;
+  await step(`right-click ${SCHEDULE_FILE} in the file browser, Open in notebook`, async () => {
+    const item = browser.locator('.jp-DirListing-item[data-file-type="workbench-schedule"]')
+      .filter({ has: page.locator('.jp-DirListing-itemText', { hasText: SCHEDULE_FILE }) });
+    await hook(item, `.jp-DirListing-item[data-file-type="workbench-schedule"] for ${SCHEDULE_FILE}`, 'X');
+    await item.first().click({ button: 'right' });
+    const entry = page.locator('.lm-Menu:visible .lm-Menu-item:not(.lm-mod-disabled)')
+      .filter({ has: page.locator('.lm-Menu-itemLabel', { hasText: /^Open in notebook$/ }) }).first();
+    await entry.waitFor({ state: 'visible', timeout: TIMEOUT }).catch(() => {
+      throw new Error(`the context menu of ${SCHEDULE_FILE} has no "Open in notebook" (X)`);
+    });
+    await entry.click();
+    const call = `TraceStepper(${JSON.stringify(SCHEDULE_FILE)})`;
+    record('replay_code', await notebookOpened(page, name, (code) => (code.some((c) => c.includes(call))
+      ? '' : `no code cell of ${name} opens ${call}: ${JSON.stringify(code)}`)));
+  });
+  await step('Run All: a .wb-stepper; .wb-next, then .wb-previous', async () => {
+    const stepper = await runAllAndWaitFor(page, '.wb-stepper', 'F');
+    const next = (await hook(stepper.locator('.wb-next'), '.wb-next in the stepper', 'F')).first();
+    const previous = (await hook(stepper.locator('.wb-previous'), '.wb-previous in the stepper', 'F')).first();
+    const slider = async () => squash(await text(stepper.locator('.widget-readout')));
+    const state = async () => `step ${await slider()}, previous ${await previous.isDisabled() ? 'disabled' : 'enabled'}, `
+      + `next ${await next.isDisabled() ? 'disabled' : 'enabled'}`;
+    const start = await text(stepper);
+    if (!(await previous.isDisabled()) || (await next.isDisabled())) {
+      throw new Error(`a new stepper should be at its first step: ${await state()}`);
+    }
+    await next.click();
+    await waitUntil(page, async () => (await text(stepper)) !== start && !(await previous.isDisabled()),
+      async () => `.wb-next did not move the stepper on: ${await state()}`);
+    await waitForKernelIdle(page, { quietMs: 200 });
+    record('replay_after_next', await state());
+    await previous.click();
+    await waitUntil(page, async () => (await text(stepper)) === start && (await previous.isDisabled()),
+      async () => `.wb-previous did not bring the stepper back to its first step: ${await state()}`);
+    await waitForKernelIdle(page, { quietMs: 200 });
+    await stepper.scrollIntoViewIfNeeded();
+  });
+  await screenshot(page, '14-replay-notebook.png');
 }
 
 async function main() {
@@ -677,7 +950,7 @@ async function main() {
     });
     page.on('pageerror', (err) => consoleErrors.push(`${err.name}: ${err.message}`));
     const stages = [['editor', editorStage], ['dark', darkStage], ['viewer', viewerStage],
-      ['database', databaseStage]];
+      ['database', databaseStage], ['launcher', launcherStage], ['replay', replayStage]];
     for (const [name, body] of stages) {
       if (!STAGES.has(name)) continue;
       if (name !== 'editor' && !page.url().startsWith(opts['base-url'])) {

@@ -32,7 +32,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..ir import IRModule, PrimFunc, structural_equal
-from ..ir.highlight import highlight_html
+from ..ir.highlight import code_block, highlight_lines
 from ..schedule import Schedule, Trace
 from ..schedule.file import ScheduleFile, read_schedule_file
 from .diff import as_ir_text, check_syntax, render_diff
@@ -201,7 +201,7 @@ class CompareModel:
                         f'style="padding-left:{2 * item.depth}ch">{text}</div>')
         return ('<div class="wb-compare-tree" style="font-family:var(--jp-code-font-family,'
                 'monospace);font-size:var(--jp-code-font-size,12px);white-space:pre;'
-                'overflow-x:auto;margin-bottom:4px">' + "".join(rows) + "</div>")
+                'line-height:1.35;overflow-x:auto;margin-bottom:4px">' + "".join(rows) + "</div>")
 
     def ir_html(self, index: int) -> str:
         """Column ``index``'s IR highlighted, or (with ``diff_against_first``, for the
@@ -209,7 +209,7 @@ class CompareModel:
         text = self.ir_text(index)
         if self.diff_against_first and index > 0:
             return render_diff(self.ir_text(0), text, mode="unified")
-        return highlight_html(text)
+        return _wrapped_code(text)
 
     def latency_text(self, index: int) -> str:
         """The latest measurement of column ``index`` in a line, or a hint."""
@@ -307,6 +307,20 @@ class CompareModel:
         fig.tight_layout()
         return figure_svg(fig)
 
+
+_IR_WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:break-word"
+
+
+def _wrapped_code(text: str) -> str:
+    """``text`` highlighted for a narrow column: a long line wraps between words (not
+    inside a name or a number, as JupyterLab's output style would) and its continuation
+    is indented four columns past the line's own indent."""
+    rows = []
+    for raw, line in zip(text.split("\n"), highlight_lines(text), strict=True):
+        hang = len(raw) - len(raw.lstrip(" ")) + 4
+        rows.append(f'<div style="padding-left:{hang}ch;text-indent:-{hang}ch">'
+                    f"{line or '&#8203;'}</div>")
+    return code_block(["".join(rows)], _IR_WRAP)
 
 _COLUMN_LAYOUT = dict(flex="1 1 0", min_width="0", overflow="auto",
                       border="1px solid var(--jp-border-color2,#ddd)", padding="4px")
@@ -407,7 +421,7 @@ class CompareView(widgets.VBox):
             color = ("var(--jp-error-color1,#c62828)" if m is not None and not m.ok else
                      "var(--jp-warn-color1,#e65100)" if m is not None and m.noisy else "inherit")
             self.latency_html[k].value = (
-                f'<div class="wb-compare-latency" style="color:{color}">'
+                f'<div class="wb-compare-latency" style="color:{color};line-height:1.35">'
                 f"{html.escape(self.model.latency_text(k))}</div>")
             self.ir_html[k].value = self.model.ir_html(k)
         self.plot_html.value = self.model.plot_svg()

@@ -305,17 +305,17 @@ class TuningDashboard(widgets.VBox):
 
         self.header = widgets.HTML()
         self.header.add_class("wb-dashboard-header")
-        self.plot = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.plot = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.plot.add_class("wb-dashboard-plot")
         self.show_failures = widgets.Checkbox(value=self.model.show_failures,
                                               description="Show failures", indent=False,
                                               layout=widgets.Layout(width="auto"))
         self.sort_by = widgets.Dropdown(options=_SORTS, value=self.model.sort,
                                         description="sort", layout=widgets.Layout(width="auto"))
-        self.table = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.table = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.table.add_class("wb-dashboard-table")
         table_box = widgets.Box([self.table], layout=widgets.Layout(
-            max_height="320px", overflow="auto", width="100%"))
+            max_height="320px", overflow="auto", width="auto"))
         self.selector = widgets.Select(options=[], value=None, rows=8, description="candidate",
                                        layout=widgets.Layout(width="min(100%, 520px)"))
         self.decisions = widgets.HTML()

@@ -153,6 +153,7 @@ class ScheduleEditor(widgets.VBox):
         self.apply_button = widgets.Button(description="Apply", button_style="primary",
                                            icon="play", tooltip="Apply the action")
         self.apply_button.add_class("wb-apply")
+        self.no_target_note = widgets.HTML()
         self.apply_button.on_click(lambda _b: self._ui(self._apply_from_widgets))
         self.error_html = widgets.HTML()
         self.error_html.add_class("wb-error")
@@ -536,6 +537,7 @@ class ScheduleEditor(widgets.VBox):
         self.help.value = (
             f'<span style="opacity:0.8">{html.escape(_help(action))}</span>'
             if action else "")
+        self.apply_button.disabled = False
         if item is None or action is None:
             self.args_box.children = ()
             self.tree.set_targets([])
@@ -567,6 +569,14 @@ class ScheduleEditor(widgets.VBox):
             _first(self.target)
             self.target.description = "at loop"
             kids = [self.target, self.preserve_unit_loops]
+            if not targets:  # nothing to choose: say so rather than offer an empty list
+                self.no_target_note.value = (
+                    f'<span class="wb-no-target" style="opacity:0.8">{action} of block '
+                    f"<b>{html.escape(item.name)}</b>: no loop where it is legal now "
+                    f"(try {'reverse_compute_at' if action == 'compute_at' else 'compute_at'}"
+                    " or another block)</span>")
+                kids = [self.no_target_note]
+                self.apply_button.disabled = True
         elif action == "decompose_reduction":
             loops = [t for t in self.model.tree() if t.kind == "loop"
                      and any(t.var is v for v in self.model._loops_above(item.name))]

@@ -487,15 +487,19 @@ class EditorModel:
         return base + extra
 
     def loop_chain(self, loop: TreeItem | None = None) -> list[TreeItem]:
-        """The loop and the loops below it down to its first block (what reorder can
-        rearrange)."""
+        """The loop and the loops nested straight below it, each the only statement in
+        the body of the one above (what one reorder can rearrange): the chain ends above
+        a block or above a body holding several statements."""
         loop = loop or self._selected
         if loop is None or loop.kind != "loop":
             return []
-        above = self._loops_above(loop.block)
-        index = next(i for i, v in enumerate(above) if v is loop.var)
         items = {id(t.var): t for t in self.tree() if t.kind == "loop"}
-        return [items[id(v)] for v in above[index:]]
+        node = self._for_node(loop.var)
+        chain = [items[id(node.loop_var)]]
+        while isinstance(node.body, For):
+            node = node.body
+            chain.append(items[id(node.loop_var)])
+        return chain
 
     def drop_order(self, source: TreeItem, target: TreeItem) -> list[TreeItem]:
         """The loops to ``reorder`` when loop ``source`` is dragged onto loop ``target``

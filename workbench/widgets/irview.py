@@ -40,7 +40,7 @@ class IRView(widgets.VBox):
             options=SYNTAXES, value=check_syntax(syntax), description="syntax",
             style={"button_width": "auto"}, layout=widgets.Layout(width="auto"),
         )
-        self.code = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.code = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.code.add_class("wb-ir")
         self.syntax_toggle.observe(lambda _change: self._render(), names="value")
         super().__init__([self.syntax_toggle, self.code])
@@ -105,7 +105,7 @@ class IRDiff(widgets.VBox):
         self.context = 3 if context is None else int(context)
         self.summary = widgets.HTML()
         self.summary.add_class("wb-diff-stats")
-        self.html_widget = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.html_widget = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.html_widget.add_class("wb-diff")
         for w in (self.mode_toggle, self.changes_only):
             w.observe(lambda _change: self._render(), names="value")

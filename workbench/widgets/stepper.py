@@ -122,7 +122,7 @@ class TraceStepper(widgets.VBox):
             "sampling steps stay",
             layout=widgets.Layout(width="auto"),
         )
-        self.instruction = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.instruction = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.instruction.add_class("wb-step-instruction")
 
         self.decision = widgets.Dropdown(description="decision", options=(),
@@ -140,11 +140,11 @@ class TraceStepper(widgets.VBox):
         self.measurement = widgets.HTML()
         self.measurement.add_class("wb-measure")
 
-        self.error_area = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.error_area = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.error_area.add_class("wb-error")
-        self.listing = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.listing = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.listing.add_class("wb-trace-listing")
-        self.code = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.code = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.code.add_class("wb-ir")
         text = self.model.text(0)
         self.diff = IRDiff(text, text, mode="side", syntax=syntax)
