@@ -35,8 +35,9 @@ from ..ir import IRModule, PrimFunc, structural_equal
 from ..ir.highlight import code_block, highlight_lines
 from ..schedule import Schedule, Trace
 from ..schedule.file import ScheduleFile, read_schedule_file
-from .diff import as_ir_text, check_syntax, render_diff
+from .diff import as_ir_text, check_syntax, hanging_indent, render_diff
 from .editor_model import MeasureRecord, TreeItem, tree_of
+from .looptree import kind_text
 
 __all__ = ["CompareColumn", "CompareError", "CompareModel", "CompareView"]
 
@@ -193,8 +194,8 @@ class CompareModel:
                 text = f'block <b>{html.escape(item.name)}</b>'
             else:
                 text = f"for {html.escape(item.name)} in range({item.extent})"
-                kind = item.thread if item.loop_kind == "thread_binding" else item.loop_kind
-                if kind and kind != "serial":
+                kind = kind_text(item)
+                if kind != "serial":
                     text += f' <span class="wb-compare-kind" style="opacity:0.75">[{kind}]</span>'
             rows.append(f'<div class="wb-compare-tree-row" data-kind="{item.kind}" '
                         f'data-name="{html.escape(item.name)}" '
@@ -317,9 +318,7 @@ def _wrapped_code(text: str) -> str:
     is indented four columns past the line's own indent."""
     rows = []
     for raw, line in zip(text.split("\n"), highlight_lines(text), strict=True):
-        hang = len(raw) - len(raw.lstrip(" ")) + 4
-        rows.append(f'<div style="padding-left:{hang}ch;text-indent:-{hang}ch">'
-                    f"{line or '&#8203;'}</div>")
+        rows.append(f'<div style="{hanging_indent(raw, pad="")}">{line or "&#8203;"}</div>')
     return code_block(["".join(rows)], _IR_WRAP)
 
 _COLUMN_LAYOUT = dict(flex="1 1 0", min_width="0", overflow="auto",

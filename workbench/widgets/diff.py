@@ -239,18 +239,22 @@ _WRAP = "white-space:pre-wrap;overflow-wrap:break-word;"
 HANG = 4
 
 
-def hanging_indent(text: str | None) -> str:
+def hanging_indent(text: str | None, pad: str = "4px") -> str:
     """Inline style for a code cell holding ``text``: continuation lines of a wrapped
     line start ``HANG`` characters right of its indentation (the first line is where it
-    was: ``text-indent`` takes back the padding).
+    was: ``text-indent`` takes back the padding). ``pad`` is the cell's own left padding
+    ("" for none).
 
     >>> hanging_indent("    for i in range(4):")
     'padding-left:calc(4px + 8ch);text-indent:-8ch;'
+    >>> hanging_indent("    for i in range(4):", pad="")
+    'padding-left:8ch;text-indent:-8ch;'
     """
     if not text:
         return ""
     hang = len(text) - len(text.lstrip(" ")) + HANG
-    return f"padding-left:calc(4px + {hang}ch);text-indent:-{hang}ch;"
+    left = f"calc({pad} + {hang}ch)" if pad else f"{hang}ch"
+    return f"padding-left:{left};text-indent:-{hang}ch;"
 
 
 def _side_kind(kind: str, side: str) -> str:

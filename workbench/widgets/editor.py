@@ -31,7 +31,7 @@ from .editor_model import (
 )
 from .irview import IRDiff, IRView
 from .looptree import LoopTree, ReorderList
-from .trace_tab import TraceTab
+from .trace_tab import TraceTab, tool_button
 
 __all__ = ["ScheduleEditor"]
 
@@ -122,10 +122,10 @@ class ScheduleEditor(widgets.VBox):
         # --- header
         self.title = widgets.HTML()
         self.title.add_class("wb-title")
-        self.undo_button = self._button("Undo", "undo", "wb-undo", "Undo the last step")
-        self.redo_button = self._button("Redo", "repeat", "wb-redo", "Redo the undone step")
-        self.reset_button = self._button("Reset", "refresh", "wb-reset", "Back to the start")
-        self.measure_button = self._button("Measure", "tachometer", "wb-measure",
+        self.undo_button = tool_button("Undo", "undo", "wb-undo", "Undo the last step")
+        self.redo_button = tool_button("Redo", "repeat", "wb-redo", "Redo the undone step")
+        self.reset_button = tool_button("Reset", "refresh", "wb-reset", "Back to the start")
+        self.measure_button = tool_button("Measure", "tachometer", "wb-measure",
                                            "Build and time the current schedule")
         self.undo_button.on_click(lambda _b: self._ui(self.undo))
         self.redo_button.on_click(lambda _b: self._ui(self.redo))
@@ -192,13 +192,6 @@ class ScheduleEditor(widgets.VBox):
         self._render_all()
 
     # ------------------------------------------------------------ widgets
-    @staticmethod
-    def _button(text: str, icon: str, css: str, tip: str) -> widgets.Button:
-        b = widgets.Button(description=text, icon=icon, tooltip=tip,
-                           layout=widgets.Layout(width="auto"))
-        b.add_class(css)
-        return b
-
     def _make_argument_widgets(self) -> None:
         self._extra_widgets: dict[tuple[str, str], widgets.Widget] = {}
         auto = widgets.Layout(width="auto")

@@ -228,7 +228,9 @@ def drop_targets(items: Sequence[Any]) -> dict[int, list[int]]:
     return {n: sorted(v) for n, v in out.items()}
 
 
-def _kind_text(item: Any) -> str:
+def kind_text(item: Any) -> str:
+    """What a tree row shows as its kind: a loop's kind or thread, a block's
+    reduction / spatial / opaque."""
     if item.kind == "block":
         kinds = getattr(item, "iter_kinds", None) or ""
         return "reduction" if "R" in kinds else ("opaque" if "O" in kinds else "spatial")
@@ -251,7 +253,7 @@ def rows_json(items: Sequence[Any], collapsed: set[int]) -> list[dict[str, Any]]
             "block": getattr(item, "block", None) or "",
             "depth": item.depth,
             "extent": None if item.extent is None else str(item.extent),
-            "detail": _kind_text(item),
+            "detail": kind_text(item),
             "iter_kinds": " ".join(iter_kinds) if iter_kinds else "",
             "parallel": item.kind == "loop" and (item.loop_kind or "serial") != "serial",
             "has_children": bool(kids[n]),

@@ -45,7 +45,8 @@ __all__ = ["TraceTab"]
 _MUTED = "opacity:0.75"
 
 
-def _button(text: str, icon: str, css: str, tip: str) -> widgets.Button:
+def tool_button(text: str, icon: str, css: str, tip: str) -> widgets.Button:
+    """A toolbar button as wide as its label, with a CSS class for tests and styling."""
     b = widgets.Button(description=text, icon=icon, tooltip=tip,
                        layout=widgets.Layout(width="auto"))
     b.add_class(css)
@@ -74,10 +75,10 @@ class TraceTab(widgets.VBox):
         self.status.add_class("wb-trace-status")
 
         # --- the user's computer
-        self.download_trace_button = _button(
+        self.download_trace_button = tool_button(
             "Download trace", "download", "wb-download-trace",
             "Save the trace (TVM's trace JSON) on your computer as <function>.trace.json")
-        self.download_schedule_button = _button(
+        self.download_schedule_button = tool_button(
             "Download schedule", "download", "wb-download-schedule",
             "Save a schedule file on your computer (<function>.schedule.json): the function, "
             "the trace and each step's IR; it opens in the editor, a stepper, TVM and "
@@ -86,7 +87,7 @@ class TraceTab(widgets.VBox):
             label="Upload",
             button_tooltip="Open a trace JSON, apply_trace text (.py) or schedule file from "
                            "your computer; it replays as undo steps")
-        self.open_stepper_button = _button(
+        self.open_stepper_button = tool_button(
             "Open in stepper", "step-forward", "wb-open-stepper",
             "Step through the current trace in a TraceStepper, below")
         self.download_trace_button.on_click(lambda _b: self._ui(self.download_trace))
@@ -104,14 +105,14 @@ class TraceTab(widgets.VBox):
         self.path = widgets.Text(value="trace.json", description="file",
                                  layout=widgets.Layout(width="240px"))
         self.path.add_class("wb-trace-path")
-        self.save_button = _button(
+        self.save_button = tool_button(
             "Save trace on server", "server", "wb-save",
             "Write the trace as JSON to this file on the server (next to the notebook)")
-        self.save_schedule_button = _button(
+        self.save_schedule_button = tool_button(
             "Save schedule on server", "server", "wb-save-schedule",
             "Write a self-contained schedule file to this file on the server (next to the "
             "notebook); opens with wb.load_schedule or ScheduleEditor(path)")
-        self.load_button = _button(
+        self.load_button = tool_button(
             "Load from server", "folder-open", "wb-load",
             "Replay a trace or schedule file from this file on the server")
         self.save_button.on_click(lambda _b: self._ui(self._save_trace_clicked))
@@ -125,7 +126,7 @@ class TraceTab(widgets.VBox):
         server.add_class("wb-trace-server")
 
         # --- the stepper, opened on demand
-        self.close_stepper_button = _button("Close", "times", "wb-stepper-close",
+        self.close_stepper_button = tool_button("Close", "times", "wb-stepper-close",
                                             "Close the stepper")
         self.close_stepper_button.on_click(lambda _b: self._ui(self.close_stepper))
         self.stepper_title = widgets.HTML()

@@ -10,8 +10,10 @@ from dataclasses import replace
 
 from ...ir import Block, For, IfThenElse, PrimFunc, SeqStmt, Stmt, Var
 from ...ir.analysis import block_path, iter_blocks, loop_paths
+from ...ir.expr import GE, LT, PrimExpr, const, extent_expr
 from ...ir.functor import Mutator, iter_stmts
-from ...ir.simplify import simplify
+from ...ir.intset import prove_le
+from ...ir.simplify import and_, int_range, simplify
 from ..errors import (
     BlockNotFoundError,
     LoopNotStartWithZeroError,
@@ -279,3 +281,23 @@ def position_in_scope(body: Stmt, block_name: str) -> int:
         if any(isinstance(b, Block) and b.name == block_name for b in iter_stmts(s)):
             return i
     raise AssertionError(f'block "{block_name}" is not in this scope')  # pragma: no cover
+
+
+def in_bounds_guard(indices, shape, known) -> PrimExpr:
+    """The condition keeping ``buffer[indices]`` inside a buffer of ``shape`` over the
+    variable ranges ``known``: true where it provably is, else a conjunction of the
+    bounds the indices may cross (a region relaxed over a padded split reaches past the
+    buffer's end). Symbolic dimensions are guarded unless the index provably stays
+    below them."""
+    cond: PrimExpr = const(True)
+    for index, dim in zip(indices, shape):
+        lo, hi = int_range(index, known)
+        if lo is None or lo < 0:
+            cond = and_(cond, GE(index, const(0, index.dtype)))
+        if isinstance(dim, int):
+            outside = hi is None or hi > dim - 1
+        else:
+            outside = not prove_le(index, simplify(extent_expr(dim, index.dtype) - 1), known)
+        if outside:
+            cond = and_(cond, LT(index, extent_expr(dim, index.dtype)))
+    return cond

@@ -67,15 +67,16 @@ from ...ir import (
     Var,
 )
 from ...ir.analysis import block_names, child_blocks, collect_buffers, iter_blocks
-from ...ir.expr import GE, LT, Or, const, extent_expr
+from ...ir.expr import Or, const, extent_expr
 from ...ir.functor import Mutator, substitute
-from ...ir.intset import EMPTY, eval_interval, interval_union, narrow, prove_le
-from ...ir.simplify import and_, int_range, simplify
+from ...ir.intset import EMPTY, eval_interval, interval_union, narrow
+from ...ir.simplify import simplify
 from ..errors import InvalidScheduleArgumentError, ScheduleError
 from ._common import (
     child_block_names,
     find_block_path,
     fresh_name,
+    in_bounds_guard,
     is_root,
     loop_bounds,
     replace_child,
@@ -452,17 +453,7 @@ def _copy_stage(
     else:
         values = tuple(loop_vars)
         positions = tuple(simplify(mn + lv, known) for (mn, _), lv in zip(region, loop_vars))
-    predicate: PrimExpr = const(True)
-    for value, extent in zip(positions, full.shape):
-        lo, hi = int_range(value, known)
-        if lo is None or lo < 0:
-            predicate = and_(predicate, GE(value, const(0, value.dtype)))
-        if isinstance(extent, int):
-            outside = hi is None or hi > extent - 1
-        else:  # a symbolic dimension: guard unless the index provably stays below it
-            outside = not prove_le(value, simplify(extent - 1), known)
-        if outside:
-            predicate = and_(predicate, LT(value, extent_expr(extent, value.dtype)))
+    predicate = in_bounds_guard(positions, full.shape, known)
     idx = tuple(iv.var for iv in ivars)
     if compact is None:
         src_idx = dst_idx = idx

@@ -54,12 +54,19 @@ from ...ir import (
     Var,
 )
 from ...ir.buffer import shares_storage
-from ...ir.expr import GE, LT, IntImm, const, extent_expr
+from ...ir.expr import IntImm, const, extent_expr
 from ...ir.functor import iter_exprs, substitute
-from ...ir.intset import EMPTY, eval_interval, interval_union, prove_le
-from ...ir.simplify import and_, int_range, simplify
+from ...ir.intset import EMPTY, eval_interval, interval_union
+from ...ir.simplify import simplify
 from ..errors import ScheduleError
-from ._common import find_block_path, find_loop_path, fresh_name, is_root, replace_path
+from ._common import (
+    find_block_path,
+    find_loop_path,
+    fresh_name,
+    in_bounds_guard,
+    is_root,
+    replace_path,
+)
 from ._pipeline import check_stage_pipeline
 from .cache import BufferSwap, _fresh_buffer_name, check_scope, resolve_buffer_index
 from .reindex import _taken_blocks, check_unconditional_read
@@ -274,21 +281,10 @@ def _inclusive(lo: int, extent, dtype: str) -> tuple:
 
 
 def _in_buffer(idx: tuple[PrimExpr, ...], buf: Buffer, bounds) -> PrimExpr:
-    """The condition keeping ``buf[idx]`` inside ``buf`` for the loops of ``bounds``:
-    true where it provably is, else the bounds ``idx`` may cross (a region relaxed over
-    a padded split, ``ceil(n / f) * f`` iterations, reaches past the buffer's end)."""
-    cond: PrimExpr = const(True)
-    for i, dim in zip(idx, buf.shape):
-        lo, hi = int_range(i, bounds)
-        if lo is None or lo < 0:
-            cond = and_(cond, GE(i, const(0, i.dtype)))
-        if isinstance(dim, int):
-            outside = hi is None or hi > dim - 1
-        else:
-            outside = not prove_le(i, simplify(extent_expr(dim, i.dtype) - 1), bounds)
-        if outside:
-            cond = and_(cond, LT(i, extent_expr(dim, i.dtype)))
-    return cond
+    """The condition keeping ``buf[idx]`` inside ``buf`` for the loops of ``bounds``
+    (a region relaxed over a padded split, ``ceil(n / f) * f`` iterations, reaches past
+    the buffer's end)."""
+    return in_bounds_guard(idx, buf.shape, bounds)
 
 
 def _copy_block(name, src, dst, is_read, domain, outer: list[For], below_scope) -> Block:
