@@ -222,7 +222,10 @@ def test_verify_passes_on_identical_and_equivalent_functions():
     assert res.reference_backend == "numpy"
     (check,) = res.buffers
     assert check.name == "C" and check.max_abs_error < check.atol + 1e-3
-    assert "VerifyResult(ok, func='mm_relu'" in repr(res) and "C: max_abs=" in repr(res)
+    text = repr(res)
+    assert text.startswith("verified mm_relu: output C matches the reference on random inputs")
+    assert f"max abs error {check.max_abs_error:.2g})" in text and "\n" not in text
+    assert "seed=0" in res.details() and "C: max_abs=" in res.details()
 
 
 def test_verify_fails_on_a_wrong_kernel():

@@ -146,7 +146,7 @@ def test_failures_and_noise_are_shown(func, monkeypatch):
         MeasureRecord(1, "b", "ok", 2e-3, 1.5, cv=0.4, noisy=True))
     assert "NOISY" in model.latency_text(1)
     svg = model.plot_svg()
-    assert "(noisy)" in svg and "build_error" in svg
+    assert "GFLOPS *" in svg and "noisy" in svg and "build_error" in svg
     assert model.fastest() == 1
 
 

@@ -208,7 +208,7 @@ def test_module_imports_without_cupy():
 def test_call_without_cupy_says_how_to_install(no_cupy):
     kernel = add_one_kernel()
     a, b = np.ones(10, "float32"), np.zeros(10, "float32")
-    hint = r"the cuda runtime needs cupy: pip install 'schedule-workbench\[gpu\]'"
+    hint = r'the cuda runtime needs cupy: pip install "schedule-workbench\[gpu\]"'
     with pytest.raises(GpuUnavailableError, match=hint):
         kernel(a, b)
     with pytest.raises(GpuUnavailableError, match="needs cupy"):
@@ -441,7 +441,7 @@ def test_worker_reports_a_missing_gpu():
         import cupy  # noqa: F401
     except ImportError:
         assert result.status == "run_error"
-        assert "needs cupy: pip install 'schedule-workbench[gpu]'" in result.error
+        assert 'needs cupy: pip install "schedule-workbench[gpu]"' in result.error
     else:  # cupy here: a GPU measures, a machine without one says so
         assert result.status == "ok" or "no CUDA device" in result.error
 

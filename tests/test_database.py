@@ -211,10 +211,12 @@ def test_table_columns_and_values(filled, func):
     db, _ = filled
     df = Database(db.path).table()
     assert list(df.columns) == [
-        "workload", "status", "median_ms", "gflops", "decisions", "error", "target", "created",
-        "estimated",
+        "workload", "status", "median_ms", "gflops", "noisy", "decisions", "error", "target",
+        "created", "estimated",
     ]
     assert len(df) == 5 and not df["estimated"].any()
+    # the first two candidates' samples spread (3, 4, 3 and 2, 2, 5 us): noisy, as stored
+    assert list(df["noisy"]) == [r.noisy for r in db.records()] == [True, True] + [False] * 3
     assert list(df["status"]) == ["ok", "ok", "timeout", "ok", "crash"]
     assert df["median_ms"][0] == pytest.approx(3e-3)
     assert df["gflops"][1] == pytest.approx(wb.flop_count(func) / 2e-6 / 1e9)

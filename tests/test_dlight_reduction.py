@@ -83,7 +83,7 @@ def test_match_and_decline(name):
     ("Reduction", "matmul", "does not use iter var"),
     ("Reduction", "relu", "no reduction axis"),
     ("Reduction", "not_normal_form", "not in normal form"),
-    ("Reduction", "softmax", "3 blocks remain"),
+    ("Reduction", "softmax", "3 blocks left"),
     ("Reduction", "demon.fused_matmul_add_relu", "(a matmul with M > 1?)"),
     ("GeneralReduction", "matmul", "is not elementwise"),
     ("GeneralReduction", "relu", "does not end with reduction axes"),
@@ -107,7 +107,7 @@ def test_decline_reason(rule, name, words):
 def test_reduction_declines_a_chain_of_two_reductions():
     # a sum of a row sum: the second block is not elementwise
     outcome, reason = decide("Reduction", CASES["layer_norm"])
-    assert outcome == "n" and "3 blocks remain" in reason
+    assert outcome == "n" and "3 blocks left" in reason
 
 
 def test_demo_mlp_assignment_batch_1():

@@ -457,3 +457,33 @@ def test_isolated_measure_refuses_bad_timer_arguments(matmul_kernel, kwargs):
     with pytest.raises(ValueError):
         default_worker().measure_kernel(matmul_kernel, **kwargs)
     assert default_worker().starts == before  # refused before anything was sent
+
+
+# -- the worker's arrays start at a 64-byte boundary, as TVM allocates them -------------
+MISALIGNED = HEADER + textwrap.dedent("""\
+    /* Status 1 (nonzero) when an argument does not start at a 64-byte boundary. */
+    int32_t wb_misaligned(float* A, float* B, int8_t* C) {
+      if ((uintptr_t)A % 64 || (uintptr_t)B % 64 || (uintptr_t)C % 64) return 1;
+      return 0;
+    }
+""")
+
+
+def test_worker_measures_on_64_byte_aligned_arrays() -> None:
+    """Where an array starts changes a vectorized kernel's time (a 32-byte vector that
+    straddles two cache lines): the worker must not leave that to the allocator."""
+    rng = np.random.default_rng(0)
+    for shape, dtype in [([128, 128], "float32"), ([5, 7], "float64"), ([3], "int8"),
+                         ([33], "bool"), ([1000], "uint16")]:
+        for _ in range(3):
+            arr = worker.random_array(shape, dtype, rng)
+            assert arr.ctypes.data % 64 == 0, (shape, dtype, arr.ctypes.data % 64)
+            assert arr.shape == tuple(shape) and arr.dtype == np.dtype(dtype)
+    request = {
+        "so_path": str(compile_shared(MISALIGNED)), "symbol": "wb_misaligned",
+        "params": [[[128, 128], "float32"], [[5, 3], "float32"], [[7], "int8"]],
+        "number": None, "repeat": 1, "min_repeat_ms": 0, "warmup": 1,
+        "flush_cache": False, "seed": 0,
+    }
+    for seed in range(3):
+        assert worker.handle({**request, "seed": seed})["status"] == "ok"

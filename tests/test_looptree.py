@@ -400,3 +400,22 @@ def test_model_drop_and_drop_order():
     assert re.search(r"sch\.reorder\(l\d+, l\d+\)", model.trace.script())
     with pytest.raises(Exception, match="cannot drop block Y"):
         model.drop_order(next(t for t in model.tree() if t.kind == "block"), i)
+
+
+def test_widgets_have_short_readable_reprs():
+    """A displayed widget's text/plain form (what GitHub and plain consoles show) names
+    what it is, never ``<... object at 0x...>``."""
+    from workbench.widgets.looptree import ReorderList
+    from workbench.widgets.transfer import Transfer
+
+    func = wb.workloads.mm_relu(8, 8, 8)
+    assert repr(LoopTree(func)) == "LoopTree(7 rows, selected=-1)"
+    assert repr(ReorderList(["j_0", "k"])) == "ReorderList(['j_0', 'k'])"
+    assert repr(Transfer()) == "Transfer(label='Upload')"
+    from workbench import widgets
+
+    editor = widgets.ScheduleEditor(func)
+    editor.apply("split", loop="j", factors=[None, 4])
+    assert repr(editor) == "ScheduleEditor(mm_relu, step 1: split j by [None, 4])"
+    assert repr(widgets.TraceStepper(editor.schedule)) == "TraceStepper(step 0 of 3)"
+    assert repr(widgets.CompareView(func, editor.schedule, names=["a", "b"])) == "CompareView(a, b)"

@@ -270,3 +270,14 @@ def test_identity_check_sees_what_printing_hides():
     changed = func.__class__(func.name, (padded,) + func.params[1:], func.body, func.attrs)
     assert changed.script() == func.script()
     assert ir_identical(func, changed) is not None
+
+
+def test_a_cache_in_a_dotted_scope_prints_a_name_that_parses_back():
+    """cache_read into "wmma.matrix_b" makes buffer `B_wmma.matrix_b`; printed as TVM
+    prints it (`B_wmma_matrix_b`, the block keeps the dot), the text parses back."""
+    sch = wb.Schedule(wb.workloads.matmul(16, 16, 16))
+    sch.cache_read(sch.get_block("C"), 1, "wmma.matrix_b")
+    text = sch.mod.script()
+    assert 'B_wmma_matrix_b = T.alloc_buffer((16, 16), scope="wmma.matrix_b")' in text
+    assert 'T.block("B_wmma.matrix_b")' in text
+    assert wb.from_script(text).script() == text

@@ -101,7 +101,7 @@ def test_targets_are_frozen_and_hashable():
 
 def test_current_device_without_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
-    with pytest.raises(GpuUnavailableError, match=r"needs cupy: pip install 'schedule-workb"):
+    with pytest.raises(GpuUnavailableError, match=r'needs cupy: pip install "schedule-workb'):
         Target.current_device()
 
 

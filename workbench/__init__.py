@@ -44,6 +44,7 @@ from .runtime.flops import flop_count
 from .runtime.isolation import MeasureError
 from .runtime.noise import get_noise_thresholds, set_noise_thresholds
 from .runtime.peak import peak_gflops
+from .runtime.report import TimingTable, timing_table
 from .runtime.threads import get_num_threads, set_num_threads, thread_limit
 from .runtime.timing import Measurement, MeasurementTooLongError, noise_note
 from .runtime.verify import VerificationError, verify
@@ -63,7 +64,7 @@ from .schedule import (
 from .script import from_script, ir_module, prim_func
 from .search import Database, TuneResult, default_space, rules
 from .search.tune import tune
-from .target import Target
+from .target import GpuUnavailableError, Target
 from .te import compute, create_prim_func, max, min, placeholder, reduce_axis, sum  # noqa: A004
 from .tensor_intrin import TensorIntrin
 

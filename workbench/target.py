@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: What to install for the GPU runtime.
-GPU_EXTRA_HINT = "pip install 'schedule-workbench[gpu]'"
+GPU_EXTRA_HINT = 'pip install "schedule-workbench[gpu]"'
 
 TARGET_KINDS = ("c", "cuda")
 

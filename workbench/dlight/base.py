@@ -453,8 +453,7 @@ class Diagnosis:
     def _repr_html_(self) -> str:
         cols = self._columns()
         shown = [c for c in cols if any(r.launch.get(c, "") != "" for r in self.reports)]
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in ["function", "rule", "passed",
-                                                              *shown])
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in ["function", "rule", *shown])
         body = []
         for r in self.reports:
             if r.rule is None:
@@ -468,10 +467,13 @@ class Diagnosis:
                 f"<li><b>{html.escape(a.rule)}</b>: {html.escape(a.reason)}</li>"
                 for a in r.declined
             )
-            passed = f'<ul style="margin:0;padding-left:1.2em">{passed}</ul>' if passed else ""
             cells = "".join(f"<td>{html.escape(str(r.launch.get(c, '')))}</td>" for c in shown)
             body.append(f"<tr><td><code>{html.escape(r.name)}</code></td><td>{rule}</td>"
-                        f'<td style="text-align:left">{passed}</td>{cells}</tr>')
+                        f"{cells}</tr>")
+            if passed:  # a full-width row under the function: long reasons stay readable
+                body.append(f'<tr class="wb-passed"><td></td><td colspan="{1 + len(shown)}" '
+                            'style="text-align:left"><small>passed before it:</small>'
+                            f'<ul style="margin:0;padding-left:1.2em">{passed}</ul></td></tr>')
         title = html.escape(f"DLight diagnosis on {self.target}")
         return (f"<div><b>{title}</b><table><thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(body)}</tbody></table></div>")

@@ -11,6 +11,7 @@ loop/block gets ``# <-- note`` (used by ``ScheduleError.detail()``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from .buffer import Buffer, BufferRegion, MatchBufferRegion
@@ -105,7 +106,7 @@ def expr_to_str(e: PrimExpr, prec: int = 0) -> str:
     if isinstance(e, FloatImm):
         return f"T.{e.dtype}({_float_str(e.value)})"
     if isinstance(e, BufferLoad):
-        return _subscript(e.buffer.name, [expr_to_str(i) for i in e.indices])
+        return _subscript(buffer_ident(e.buffer.name), [expr_to_str(i) for i in e.indices])
     op = _BIN.get(type(e))
     if op is not None:
         sym, p = op
@@ -153,7 +154,7 @@ def expr_to_str(e: PrimExpr, prec: int = 0) -> str:
             return f'T.type_annotation("{e.dtype}")'
         return f"T.{e.op}({', '.join(expr_to_str(a) for a in e.args)})"
     if isinstance(e, BufferField):
-        return f"{e.buffer.name}.{e.field}"
+        return f"{buffer_ident(e.buffer.name)}.{e.field}"
     raise TypeError(f"cannot print {type(e).__name__}")
 
 
@@ -178,7 +179,21 @@ def region_to_str(r: BufferRegion) -> str:
             parts.append(expr_to_str(mn))
         else:
             parts.append(f"{expr_to_str(mn)}:{expr_to_str(mn + ext)}")
-    return _subscript(r.buffer.name, parts)
+    return _subscript(buffer_ident(r.buffer.name), parts)
+
+
+def buffer_ident(name: str) -> str:
+    """A buffer's name as a Python identifier, as TVM's printer writes it: a cache in scope
+    ``wmma.matrix_b`` is named ``B_wmma.matrix_b`` but printed ``B_wmma_matrix_b``, so
+    the printed text parses back.
+
+    >>> buffer_ident("B_wmma.matrix_b"), buffer_ident("A_shared")
+    ('B_wmma_matrix_b', 'A_shared')
+    """
+    if name.isidentifier():
+        return name
+    name = re.sub(r"\W", "_", name)
+    return name if name.isidentifier() else f"_{name}"
 
 
 def _subscript(name: str, parts: list[str]) -> str:
@@ -232,7 +247,7 @@ def _match_buffer_str(m: MatchBufferRegion) -> str:
         args.append(f"strides=({', '.join(parts)}{',' if len(parts) == 1 else ''})")
     if m.offset_factor:
         args.append(f"offset_factor={m.offset_factor}")
-    return f"{b.name} = T.match_buffer({', '.join(args)})"
+    return f"{buffer_ident(b.name)} = T.match_buffer({', '.join(args)})"
 
 
 def _alloc_str(b: Buffer, syntax: str = "classic") -> str:
@@ -242,7 +257,7 @@ def _alloc_str(b: Buffer, syntax: str = "classic") -> str:
         args.append(f'"{b.dtype}"')
     if b.scope != "global":
         args.append(f'scope="{b.scope}"')
-    return f"{b.name} = {fn}({', '.join(args)})"
+    return f"{buffer_ident(b.name)} = {fn}({', '.join(args)})"
 
 
 class _Printer:
@@ -276,7 +291,7 @@ class _Printer:
         elif isinstance(s, Block):
             self.block(s, d)
         elif isinstance(s, BufferStore):
-            target = _subscript(s.buffer.name, [expr_to_str(i) for i in s.indices])
+            target = _subscript(buffer_ident(s.buffer.name), [expr_to_str(i) for i in s.indices])
             self.emit(d, f"{target} = {expr_to_str(s.value)}")
         elif isinstance(s, IfThenElse):
             self.emit(d, f"if {expr_to_str(s.condition)}:")

@@ -12,7 +12,7 @@ cupy, and the kernels are launched in order with ``(params..., shape_vars...)``.
 
 The module imports without cupy; whatever needs the GPU raises
 :class:`~workbench.target.GpuUnavailableError` saying what is missing (cupy: ``pip
-install 'schedule-workbench[gpu]'``; or a device). The CUDA module is compiled on first
+install "schedule-workbench[gpu]"``; or a device). The CUDA module is compiled on first
 use with ``cupy.RawModule(code=source, options=("-std=c++17",))``; its kernels are
 ``extern "C"``, so their names are the ``GpuKernel.name`` symbols.
 

@@ -120,12 +120,33 @@ class VerifyResult:
         return True
 
     def __repr__(self) -> str:
+        """One line for a notebook cell: what was checked and how close it came.
+
+        >>> check = BufferCheck("C", "float32", 1.72e-05, 4.4e-04, 1e-04, 9e-04)
+        >>> VerifyResult("mm_relu", 0, (check,), "numpy")
+        verified mm_relu: output C matches the reference on random inputs (max abs error 1.7e-05)
+        >>> VerifyResult("f", 0, (check, check), "c", (("n", 37),))  # doctest: +ELLIPSIS
+        verified f: 2 outputs (C, C) match the reference on ... (n=37; max abs error 1.7e-05)
+        """
+        names = ", ".join(b.name for b in self.buffers)
+        sizes = ", ".join(f"{n}={v}" for n, v in self.shapes)
+        sizes = f"{sizes}; " if sizes else ""
+        if not self.buffers:
+            return f"verified {self.func_name}: it writes no outputs, nothing to compare"
+        if len(self.buffers) == 1:
+            what = f"output {names} matches"
+        else:
+            what = f"{len(self.buffers)} outputs ({names}) match"
+        return (f"verified {self.func_name}: {what} the reference on random inputs "
+                f"({sizes}max abs error {self.max_abs_error:.2g})")
+
+    def details(self) -> str:
+        """Every output's errors and the tolerances used, the seed and the reference's
+        backend (what ``repr`` leaves out)."""
         checks = "; ".join(repr(b) for b in self.buffers) or "no outputs"
         shapes = "".join(f", {n}={v}" for n, v in self.shapes)
-        return (
-            f"VerifyResult(ok, func={self.func_name!r}, seed={self.seed}{shapes}, "
-            f"reference={self.reference_backend}, {checks})"
-        )
+        return (f"{self.func_name}: seed={self.seed}{shapes}, "
+                f"reference={self.reference_backend}, {checks}")
 
 
 def _pick(x: object, func_name: str | None, role: str) -> PrimFunc:
@@ -192,12 +213,13 @@ def _compare(name: str, dtype: str, got: np.ndarray, expected: np.ndarray, rtol:
         first = tuple(int(i) for i in np.argwhere(bad)[0])
         worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
         got_v, exp_v = got[first].item(), expected[first].item()
+        got_w, exp_w = got[worst].item(), expected[worst].item()
         raise VerificationError(
             f"verify: function {func_name!r}: buffer {name!r} differs from the reference in "
             f"{count} of {got.size} elements (rtol={rtol:.3g}, atol={atol:.3g}); "
-            f"max abs error {max_abs:.6g} at index {list(worst)}, max rel error "
-            f"{max_rel:.6g}; first mismatch at index {list(first)}: got {got_v!r}, "
-            f"expected {exp_v!r}",
+            f"max abs error {max_abs:.6g} at index {list(worst)} (got {got_w!r}, expected "
+            f"{exp_w!r}), max rel error {max_rel:.6g}; first mismatch at index "
+            f"{list(first)}: got {got_v!r}, expected {exp_v!r}",
             buffer=name, mismatches=count, total=int(got.size), max_abs_error=max_abs,
             max_rel_error=max_rel, first_index=first, got=got_v, expected=exp_v,
         )

@@ -73,22 +73,40 @@ class RequestError(ValueError):
     """A request is malformed (missing keys, wrong types)."""
 
 
+#: Every array the worker makes starts at a multiple of this many bytes (TVM's
+#: ``kAllocAlignment``): a vectorized kernel can run twice as slowly when its vectors
+#: straddle cache lines, so the start must not be left to the allocator.
+ALIGNMENT = 64
+
+
+def _aligned(values: np.ndarray) -> np.ndarray:
+    """A copy of ``values`` whose data starts at a multiple of `ALIGNMENT` bytes."""
+    raw = np.empty(values.nbytes + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
+    out[...] = values
+    return out
+
+
 def random_array(shape: list[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
     """Random values like `workbench.runtime.reference.random_args`: floats standard
-    normal, signed integers in [-8, 8), unsigned in [0, 8), bools random.
+    normal, signed integers in [-8, 8), unsigned in [0, 8), bools random; the array
+    starts at a multiple of `ALIGNMENT` (64) bytes, so a kernel's time does not depend
+    on where the allocator happened to put it.
 
     Example:
-        >>> random_array([2, 3], "int32", np.random.default_rng(0)).dtype.name
-        'int32'
+        >>> a = random_array([2, 3], "int32", np.random.default_rng(0))
+        >>> a.dtype.name, a.ctypes.data % 64
+        ('int32', 0)
     """
     dt = np.dtype(dtype)
     shape = tuple(int(s) for s in shape)
     if dt.kind == "f":
-        return rng.standard_normal(shape).astype(dt)
+        return _aligned(rng.standard_normal(shape).astype(dt))
     if dt.kind == "b":
-        return rng.integers(0, 2, shape).astype(bool)
+        return _aligned(rng.integers(0, 2, shape).astype(bool))
     if dt.kind in "iu":
-        return rng.integers(0 if dt.kind == "u" else -8, 8, shape).astype(dt)
+        return _aligned(rng.integers(0 if dt.kind == "u" else -8, 8, shape).astype(dt))
     raise RequestError(f"cannot make random arrays of dtype {dtype!r}")
 
 

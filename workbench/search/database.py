@@ -78,8 +78,8 @@ __all__ = ["Database", "DatabaseWarning", "Record", "Workload", "decisions_summa
 WORKLOADS_FILE = "workloads.jsonl"
 RECORDS_FILE = "records.jsonl"
 TABLE_COLUMNS = [
-    "workload", "status", "median_ms", "gflops", "decisions", "error", "target", "created",
-    "estimated",
+    "workload", "status", "median_ms", "gflops", "noisy", "decisions", "error", "target",
+    "created", "estimated",
 ]
 _SHORT_KIND = {"SamplePerfectTile": "tile", "SampleCategorical": "cat",
                "SampleComputeLocation": "loc"}
@@ -719,7 +719,8 @@ class Database:
     def table(self, func: PrimFunc | IRModule | None = None) -> pandas.DataFrame:
         """The records (all, or ``func``'s) as a DataFrame, one row per candidate in file
         order: workload name, status, median latency in ms, GFLOPS (when the workload's
-        flop count is known), decisions, error, target, creation time, estimated.
+        flop count is known), whether the measurement was noisy, decisions, error, target,
+        creation time, estimated.
 
         >>> import tempfile, workbench as wb
         >>> with tempfile.TemporaryDirectory() as path:
@@ -747,6 +748,7 @@ class Database:
                     "status": r.status,
                     "median_ms": None if median is None else median * 1e3,
                     "gflops": gflops,
+                    "noisy": r.noisy,
                     "decisions": r.decisions,
                     "error": r.error,
                     "target": r.target,

@@ -92,6 +92,8 @@ class Best:
     remeasured: bool = False  # latency is the final re-measurement (TuneResult.final)
     noisy: bool = False  # that measurement was noisy
     trial: int | None = None  # the index of its Trial
+    cv: float | None = None  # that measurement's spread and the CPU others used
+    foreign_load: float | None = None  # (see workbench.runtime.noise)
 
     @property
     def schedule(self) -> Schedule:
@@ -336,7 +338,8 @@ class TuneResult:
             return None
         t = min(ok, key=lambda t: (t.latency, t.index))
         return Best(t.trace, t.latency, self.gflops(t.latency), self.func, self.target,
-                    self.estimated, remeasured=t.remeasured, noisy=t.noisy, trial=t.index)
+                    self.estimated, remeasured=t.remeasured, noisy=t.noisy, trial=t.index,
+                    cv=t.cv, foreign_load=t.foreign_load)
 
     @property
     def failures(self) -> list[Trial]:

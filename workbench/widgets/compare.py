@@ -38,6 +38,7 @@ from ..schedule.file import ScheduleFile, read_schedule_file
 from .diff import as_ir_text, check_syntax, hanging_indent, render_diff
 from .editor_model import MeasureRecord, TreeItem, tree_of
 from .looptree import kind_text
+from .wording import count
 
 __all__ = ["CompareColumn", "CompareError", "CompareModel", "CompareView"]
 
@@ -140,8 +141,8 @@ class CompareModel:
         if names is not None:
             names = [str(n) for n in names]
             if len(names) != len(schedules):
-                raise CompareError(f"CompareView: {len(names)} names for {len(schedules)} "
-                                   "schedules")
+                raise CompareError(f"CompareView: {count(len(names), 'name')} for "
+                                   f"{count(len(schedules), 'schedule')}")
         self.syntax = check_syntax(syntax)
         self.diff_against_first = bool(diff_against_first)
         self.timeout = _check_timeout(timeout, "CompareView")
@@ -202,15 +203,20 @@ class CompareModel:
                         f'style="padding-left:{2 * item.depth}ch">{text}</div>')
         return ('<div class="wb-compare-tree" style="font-family:var(--jp-code-font-family,'
                 'monospace);font-size:var(--jp-code-font-size,12px);white-space:pre;'
-                'line-height:1.35;overflow-x:auto;margin-bottom:4px">' + "".join(rows) + "</div>")
+                'line-height:1.35;overflow-x:auto;contain:inline-size;margin-bottom:4px">'
+                + "".join(rows) + "</div>")
 
     def ir_html(self, index: int) -> str:
         """Column ``index``'s IR highlighted, or (with ``diff_against_first``, for the
-        columns after the first) its unified diff against the first column's IR."""
+        columns after the first) its unified diff against the first column's IR, in a box
+        of the column's width (a long line wraps inside it; the diff's table scrolls
+        sideways) and at most ``IR_MAX_HEIGHT`` high, scrolling past that."""
         text = self.ir_text(index)
         if self.diff_against_first and index > 0:
-            return render_diff(self.ir_text(0), text, mode="unified")
-        return _wrapped_code(text)
+            body = render_diff(self.ir_text(0), text, mode="unified")
+        else:
+            body = _wrapped_code(text)
+        return f'<div class="wb-compare-ir" style="{IR_BOX}">{body}</div>'
 
     def latency_text(self, index: int) -> str:
         """The latest measurement of column ``index`` in a line, or a hint."""
@@ -270,13 +276,23 @@ class CompareModel:
 
     def plot_svg(self) -> str:
         """Horizontal bars of the latest latencies (the fastest green, failures red,
-        noisy figures hatched and labelled), as inline SVG; "" before any measurement."""
+        noisy figures hatched and marked ``*``), as inline SVG; "" before any measurement."""
+        fig = self.plot_figure()
+        if fig is None:
+            return ""
+        from ..search.result import figure_svg
+
+        return figure_svg(fig)
+
+    def plot_figure(self) -> Any:
+        """The matplotlib figure of :meth:`plot_svg` (None before any measurement); every
+        bar's label lies inside the axes."""
         records = [c.measurement for c in self.columns]
         if all(r is None for r in records):
-            return ""
+            return None
         from matplotlib.figure import Figure
 
-        from ..search.result import figure_svg
+        from .bars import NOISY_MARK, NOISY_NOTE, label_bars
 
         fig = Figure(figsize=(7.0, 0.9 + 0.35 * len(records)))
         ax = fig.subplots()
@@ -292,23 +308,32 @@ class CompareModel:
         ax.set_yticks(y, [c.name[:40] for c in self.columns], fontsize="small")
         ax.invert_yaxis()
         ax.set_xlabel("median latency (ms), lower is better")
-        top = max(values) if any(values) else 1.0
-        for n, r in enumerate(records):
+        texts = []
+        for r in records:
             if r is None:
                 text = "not measured"
             elif r.ok:
                 text = f"{r.median * 1e3:.3g} ms"
                 text += f", {r.gflops:.1f} GFLOPS" if r.gflops else ""
-                text += " (noisy)" if r.noisy else ""
+                text += NOISY_MARK if r.noisy else ""
             else:
                 text = r.status
-            ax.text(values[n] + top * 0.01, n, text, va="center", fontsize="small")
-        ax.set_xlim(0, top * 1.45)
-        ax.set_title("measured latency", fontsize="medium")
-        fig.tight_layout()
-        return figure_svg(fig)
+            texts.append(text)
+        title = "measured latency"
+        if any(r is not None and r.ok and r.noisy for r in records):
+            title += f"   ({NOISY_NOTE}; hatched)"
+        ax.set_title(title, fontsize="medium")
+        label_bars(fig, ax, values, texts)
+        return fig
 
 
+#: How high a column's IR grows before it scrolls.
+IR_MAX_HEIGHT = "28em"
+# The IR box: as wide as its column whatever the IR's longest line (``contain:
+# inline-size`` keeps the lines out of the column's width computation, so columns share
+# the width evenly and a line wraps at the column's edge), capped in height.
+IR_BOX = (f"max-height:{IR_MAX_HEIGHT};overflow:auto;contain:inline-size;"
+          "min-width:0;max-width:100%")
 _IR_WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:break-word"
 
 
@@ -320,6 +345,7 @@ def _wrapped_code(text: str) -> str:
     for raw, line in zip(text.split("\n"), highlight_lines(text), strict=True):
         rows.append(f'<div style="{hanging_indent(raw, pad="")}">{line or "&#8203;"}</div>')
     return code_block(["".join(rows)], _IR_WRAP)
+
 
 _COLUMN_LAYOUT = dict(flex="1 1 0", min_width="0", overflow="auto",
                       border="1px solid var(--jp-border-color2,#ddd)", padding="4px")
@@ -382,6 +408,9 @@ class CompareView(widgets.VBox):
         self.render()
 
     # ---------------------------------------------------------------- actions
+    def __repr__(self) -> str:
+        return f"CompareView({', '.join(self.model.names)})"
+
     def measure_all(self) -> list[MeasureRecord]:
         """Measure every schedule (what the button does)."""
         self.measure_button.disabled = True

@@ -48,6 +48,7 @@ from ..schedule import ScheduleError, Trace, TraceError
 from ..search.result import Trial, TuneResult, figure_svg
 from .dashboard_model import DashboardModel, PlotData, Row, format_ms
 from .stepper import TraceStepper
+from .wording import count
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -601,7 +602,7 @@ def _decisions_html(trial: Trial, model: DashboardModel) -> str:
         parts.append(html.escape({"mutant": "mutated"}.get(trial.origin, trial.origin)))
     if trial.cached:
         parts.append("from the database")
-    parts.append(f"{len(trial.trace)} instructions")
+    parts.append(count(len(trial.trace), "instruction"))
     return f'<div style="{_FONT};padding:2px 0">' + " · ".join(parts) + "</div>"
 
 

@@ -5,7 +5,9 @@ Python; :func:`render_side_by_side` and :func:`render_unified` turn it into them
 (inline styles on JupyterLab's CSS variables, so it reads in light and dark themes and
 works inside ``widgets.HTML``). Changes are marked twice — a tinted background and a
 ``+``/``-``/``~`` gutter — so they don't depend on colour alone; inside a changed line
-the characters that differ are emphasised.
+the characters that differ are emphasised. Lines are aligned ignoring their leading
+spaces: a line that only moved one level deeper (a new loop around it) is tinted lightly,
+its gutter says so in a tooltip, and none of its characters are emphasised.
 
 >>> rows = diff_rows("a = 1\\nb = 2\\nc = 3", "a = 1\\nb = 20\\nc = 3\\nd = 4")
 >>> [(r.kind, r.old, r.new) for r in rows]  # doctest: +NORMALIZE_WHITESPACE
@@ -42,7 +44,10 @@ TINT = {
     "insert": "rgba(46,160,67,0.20)",
     "delete": "rgba(248,81,73,0.20)",
     "replace": "rgba(210,153,34,0.20)",
+    "indent": "rgba(210,153,34,0.07)",
 }
+#: Tooltip of the gutter of a line whose only change is its indentation.
+INDENT_ONLY = "only the indentation changed"
 #: Stronger tint for the characters that differ inside a changed line.
 EMPHASIS = {
     "insert": "background:rgba(46,160,67,0.45);border-radius:2px",
@@ -87,6 +92,12 @@ class DiffRow:
     old: str | None
     new: str | None
 
+    @property
+    def indent_only(self) -> bool:
+        """A changed line whose only change is its indentation."""
+        return (self.kind == "replace" and self.old is not None and self.new is not None
+                and self.old.lstrip(" ") == self.new.lstrip(" "))
+
 
 @dataclass(frozen=True)
 class DiffStats:
@@ -112,15 +123,21 @@ class DiffStats:
 def diff_rows(before: str, after: str) -> list[DiffRow]:
     """Align the lines of ``before`` and ``after`` (difflib, no junk heuristics).
 
-    In a replaced run, lines are paired in order; the surplus on either side becomes
-    deletions or insertions.
+    Lines are aligned on their text without the leading spaces, so a block that moved one
+    level deeper (a new loop around it) pairs line by line with its old self; such a pair
+    is a ``"replace"`` whose :attr:`DiffRow.indent_only` is true. In a replaced run, lines
+    are paired in order; the surplus on either side becomes deletions or insertions.
+
+    >>> [(r.kind, r.indent_only) for r in diff_rows("for i:\\n  x = 1", "for i:\\n    x = 1")]
+    [('equal', False), ('replace', True)]
     """
     a, b = before.split("\n"), after.split("\n")
     rows: list[DiffRow] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    matcher = difflib.SequenceMatcher(None, [x.lstrip(" ") for x in a],
+                                      [x.lstrip(" ") for x in b], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
-            rows += [DiffRow("equal", i + 1, j + 1, a[i], b[j])
+            rows += [DiffRow("equal" if a[i] == b[j] else "replace", i + 1, j + 1, a[i], b[j])
                      for i, j in zip(range(i1, i2), range(j1, j2), strict=True)]
             continue
         pairs = min(i2 - i1, j2 - j1) if tag == "replace" else 0
@@ -174,14 +191,18 @@ def _visible(rows: Sequence[DiffRow], context: int | None) -> list[DiffRow | int
 
 
 def _changed_ranges(old: str, new: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    """The character ranges that differ in ``old`` and in ``new``. Leading spaces are
+    left out of the comparison: a change of indentation alone emphasises nothing, and
+    it does not scatter emphasis over the rest of a line that changed otherwise."""
+    io, jo = len(old) - len(old.lstrip(" ")), len(new) - len(new.lstrip(" "))
+    matcher = difflib.SequenceMatcher(None, old[io:], new[jo:], autojunk=False)
     olds, news = [], []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
             if i2 > i1:
-                olds.append((i1, i2))
+                olds.append((io + i1, io + i2))
             if j2 > j1:
-                news.append((j1, j2))
+                news.append((jo + j1, jo + j2))
     return olds, news
 
 
@@ -257,6 +278,11 @@ def hanging_indent(text: str | None, pad: str = "4px") -> str:
     return f"padding-left:{left};text-indent:-{hang}ch;"
 
 
+def _indent_title(row: DiffRow) -> str:
+    """A tooltip attribute for the gutter of a line whose indentation alone changed."""
+    return f' title="{INDENT_ONLY}"' if row.indent_only else ""
+
+
 def _side_kind(kind: str, side: str) -> str:
     if kind == "replace":
         return "replace"
@@ -285,7 +311,7 @@ def render_side_by_side(before: str, after: str, context: int | None = None) -> 
             kind = _side_kind(item.kind, side)
             no = item.old_no if side == "old" else item.new_no
             text = item.old if side == "old" else item.new
-            tint = TINT.get(kind, "")
+            tint = TINT.get("indent" if item.indent_only else kind, "")
             if kind == "empty":
                 tint = "var(--jp-layout-color2,rgba(127,127,127,0.08))"
             bg = f"background:{tint};" if tint else ""
@@ -293,7 +319,7 @@ def render_side_by_side(before: str, after: str, context: int | None = None) -> 
             border = "border-left:1px solid var(--jp-border-color2,#ddd);" if side == "new" else ""
             cells.append(
                 f'<td style="{_NO};{border}{bg}">{no or ""}</td>'
-                f'<td style="{_GUTTER};{bg}">{mark}</td>'
+                f'<td style="{_GUTTER};{bg}"{_indent_title(item)}>{mark}</td>'
                 f'<td style="{_CODE};{_WRAP}{hanging_indent(text)}{bg}">'
                 f'{lines.render(item, side)}</td>'
             )
@@ -308,7 +334,7 @@ def render_unified(before: str, after: str, context: int | None = None) -> str:
     body = []
 
     def line(kind: str, row: DiffRow, side: str) -> str:
-        tint = TINT.get(kind, "")
+        tint = TINT.get("indent" if row.indent_only else kind, "")
         bg = f"background:{tint};" if tint else ""
         no_old = row.old_no if side == "old" else ""
         no_new = row.new_no if side == "new" or kind == "equal" else ""
@@ -317,7 +343,7 @@ def render_unified(before: str, after: str, context: int | None = None) -> str:
         mark = {"delete": "-", "insert": "+"}.get(kind, " ")
         return (f'<tr class="wb-diff-{kind}"><td style="{_NO};{bg}">{no_old or ""}</td>'
                 f'<td style="{_NO};{bg}">{no_new or ""}</td>'
-                f'<td style="{_GUTTER};{bg}">{mark}</td>'
+                f'<td style="{_GUTTER};{bg}"{_indent_title(row)}>{mark}</td>'
                 f'<td style="{_CODE};{bg}">{lines.render(row, side)}</td></tr>')
 
     pending_new: list[str] = []

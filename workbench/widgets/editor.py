@@ -32,6 +32,7 @@ from .editor_model import (
 from .irview import IRDiff, IRView
 from .looptree import LoopTree, ReorderList
 from .trace_tab import TraceTab, tool_button
+from .wording import count
 
 __all__ = ["ScheduleEditor"]
 
@@ -192,6 +193,11 @@ class ScheduleEditor(widgets.VBox):
         self._render_all()
 
     # ------------------------------------------------------------ widgets
+    def __repr__(self) -> str:
+        m = self.model
+        last = m.steps[-1] if m.steps else "start"
+        return f"ScheduleEditor({m.original.name}, step {m.step}: {last})"
+
     def _make_argument_widgets(self) -> None:
         self._extra_widgets: dict[tuple[str, str], widgets.Widget] = {}
         auto = widgets.Layout(width="auto")
@@ -500,7 +506,7 @@ class ScheduleEditor(widgets.VBox):
         stats = ""
         if m.previous_func() is not None:  # the diff view shows this step already
             s = self.diff_view.stats
-            stats = f" &middot; last step changed {s.added + s.removed + s.changed} lines"
+            stats = f" &middot; last step changed {count(s.added + s.removed + s.changed, 'line')}"
         self.title.value = (
             f'<b style="font-size:110%">{html.escape(m.func.name)}</b> &middot; step '
             f"{m.step} of {len(m._history) - 1} &middot; <i>{html.escape(last)}</i>{stats}"
@@ -644,9 +650,17 @@ def _first(dropdown: widgets.Dropdown) -> None:
 
 def _history_svg(records: list[MeasureRecord]) -> str:
     """Horizontal bars: the latency of each measured schedule, newest at the bottom."""
+    from ..search.result import figure_svg
+
+    return figure_svg(_history_figure(records))
+
+
+def _history_figure(records: list[MeasureRecord]) -> Any:
+    """The figure of :func:`_history_svg`; every bar's label lies inside the axes, a
+    noisy figure is marked ``*`` and the title says what the mark means."""
     from matplotlib.figure import Figure
 
-    from ..search.result import figure_svg
+    from .bars import NOISY_MARK, NOISY_NOTE, label_bars
 
     ok = [r for r in records if r.ok]
     height = 0.9 + 0.32 * max(1, len(records))
@@ -662,12 +676,11 @@ def _history_svg(records: list[MeasureRecord]) -> str:
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel("median latency (ms), lower is better")
-    top = max(values) if any(values) else 1.0
-    for n, r in enumerate(records):
-        text = (f"{r.median * 1e3:.3g} ms" + (f", {r.gflops:.1f} GFLOPS" if r.gflops else "")
-                + (" (noisy)" if r.noisy else "") if r.ok else r.status)
-        ax.text((values[n] or 0) + top * 0.01, n, text, va="center", fontsize="small")
-    ax.set_xlim(0, top * 1.45)
-    ax.set_title("this session's measured schedules", fontsize="medium")
-    fig.tight_layout()
-    return figure_svg(fig)
+    texts = [(f"{r.median * 1e3:.3g} ms" + (f", {r.gflops:.1f} GFLOPS" if r.gflops else "")
+              + (NOISY_MARK if r.noisy else "") if r.ok else r.status) for r in records]
+    title = "this session's measured schedules"
+    if any(r.ok and r.noisy for r in records):
+        title += f"   ({NOISY_NOTE})"
+    ax.set_title(title, fontsize="medium")
+    label_bars(fig, ax, values, texts)
+    return fig

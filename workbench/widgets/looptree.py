@@ -302,6 +302,9 @@ class LoopTree(anywidget.AnyWidget):
         self.add_class("wb-looptree-widget")
         self.set_items(_as_items(items), selected)
 
+    def __repr__(self) -> str:
+        return f"LoopTree({len(self.rows)} rows, selected={self.selected})"
+
     # ----------------------------------------------------------- Python side
     @property
     def items(self) -> list[Any]:
@@ -492,6 +495,9 @@ class ReorderList(anywidget.AnyWidget):
         self.add_class("wb-reorder-widget")
         self.on_msg(self._on_msg)
         self.set_items(items)
+
+    def __repr__(self) -> str:
+        return f"ReorderList({self.value})"
 
     @traitlets.validate("value")
     def _check_value(self, proposal: Any) -> list[str]:

@@ -166,6 +166,9 @@ class TraceStepper(widgets.VBox):
         self._render()
 
     # ----------------------------------------------------------------- Python API
+    def __repr__(self) -> str:
+        return f"TraceStepper(step {self.model.step} of {self.model.num_steps})"
+
     @property
     def step(self) -> int:
         """The step shown: 0 is the original function, ``i`` the IR after the ``i``-th

@@ -50,6 +50,7 @@ from ..schedule.primitives.sampling import (
 from ..schedule.schedule import Schedule
 from ..schedule.trace import RV, Instruction, Trace
 from .diff import as_ir_text, check_syntax
+from .wording import count
 
 __all__ = [
     "LOOKUP_KINDS",
@@ -617,7 +618,7 @@ class StepperModel:
             choices = [Choice(t, str(list(t))) for t in tiles]
             if decision not in tiles and _is_tiling(decision, site):
                 choices.append(Choice(decision, str(list(decision))))  # legal, past the cap
-            subject = f'loop "{site.loop}" (extent {site.extent}) in {site.n} tiles'
+            subject = f'loop "{site.loop}" (extent {site.extent}) in {count(site.n, "tile")}'
             return DecisionChoices(step, inst.kind, decision, tuple(choices), total, subject,
                                    truncated=len(tiles) < total)
         if isinstance(site, _LocationSite):

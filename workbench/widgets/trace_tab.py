@@ -39,6 +39,7 @@ import ipywidgets as widgets
 from ..ir.highlight import code_block, error_banner, highlight_lines
 from .editor_model import EditorModel
 from .transfer import Transfer, TransferError, safe_file_name
+from .wording import count
 
 __all__ = ["TraceTab"]
 
@@ -177,7 +178,7 @@ class TraceTab(widgets.VBox):
         the message sent to the browser (``name``, ``text``)."""
         message = self.transfer.download(self._name(".trace.json"), self.trace_json())
         self._say(f"downloading {html.escape(message['name'])} "
-                  f"({len(self.model.trace)} instructions)")
+                  f"({count(len(self.model.trace), 'instruction')})")
         return message
 
     def download_schedule(self) -> dict[str, str]:
@@ -185,7 +186,7 @@ class TraceTab(widgets.VBox):
         returns the message sent to the browser (``name``, ``text``)."""
         message = self.transfer.download(self._name(".schedule.json"), self.schedule_json())
         self._say(f"downloading {html.escape(message['name'])} "
-                  f"({len(self.model.trace)} instructions)")
+                  f"({count(len(self.model.trace), 'instruction')})")
         return message
 
     # ------------------------------------------------------------------ uploads
@@ -217,7 +218,7 @@ class TraceTab(widgets.VBox):
         self.stepper = stepper
         self.stepper_title.value = (
             f"<b>Stepper</b> <span style=\"{_MUTED}\">the trace at editor step "
-            f"{self.model.step} ({len(self.model.trace)} instructions)</span>")
+            f"{self.model.step} ({count(len(self.model.trace), 'instruction')})</span>")
         header = widgets.HBox([self.stepper_title, self.close_stepper_button],
                               layout=widgets.Layout(justify_content="space-between",
                                                     align_items="center"))
@@ -234,12 +235,12 @@ class TraceTab(widgets.VBox):
     # ------------------------------------------------------------------ the server
     def _save_trace_clicked(self) -> None:
         path = self.model.save_trace(self.path.value)
-        self._say(f"saved {len(self.model.trace)} instructions to {html.escape(str(path))} "
-                  "on the server")
+        self._say(f"saved {count(len(self.model.trace), 'instruction')} to "
+                  f"{html.escape(str(path))} on the server")
 
     def _save_schedule_clicked(self) -> None:
         path = self.model.save_schedule(self.path.value)
-        self._say(f"saved the schedule ({len(self.model.trace)} instructions) to "
+        self._say(f"saved the schedule ({count(len(self.model.trace), 'instruction')}) to "
                   f"{html.escape(str(path))} on the server")
 
     def _load_clicked(self) -> None:

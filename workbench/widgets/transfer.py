@@ -90,6 +90,9 @@ class Transfer(anywidget.AnyWidget):
         self._error_callbacks: list[Callable[[TransferError], Any]] = []
         self.on_msg(self._on_msg)
 
+    def __repr__(self) -> str:
+        return f"Transfer(label={self.label!r})"
+
     # ------------------------------------------------------------------ download
     def download(self, name: str, text: str) -> dict[str, str]:
         """Save ``text`` on the user's computer as ``name`` (the browser's download).
@@ -176,4 +179,4 @@ def _size(n: int) -> str:
         return f"{n / 2**20:.1f} MiB"
     if n >= 2**10:
         return f"{n / 2**10:.1f} KiB"
-    return f"{n} bytes"
+    return f"{n} byte{'s' if n != 1 else ''}"

@@ -205,12 +205,12 @@ def prepare(func, target, rule: str) -> tuple[Schedule, BlockInfo, BlockInfo | N
     infos = try_inline_contiguous_spatial(sch, infos)
     reductions = [i.name for i in infos if not i.is_injective()]
     if not reductions:
-        raise Declined("no reduction block: nothing to reduce over (elementwise / "
-                       "transpose functions belong to other rules)")
+        raise Declined("no reduction block: nothing is summed (element-wise and transpose "
+                       "functions belong to other rules)")
     if len(infos) > 2:
-        raise Declined(f"{len(infos)} blocks remain after inlining "
-                       f"({', '.join(i.name for i in infos)}): a GEMV is one reduction "
-                       "block with at most one elementwise epilogue")
+        raise Declined(f"{len(infos)} blocks left after inlining "
+                       f"({', '.join(i.name for i in infos)}); a GEMV is one reduction, "
+                       "optionally followed by one element-wise block")
     epilogue = infos[1] if len(infos) == 2 else None
     if epilogue is not None and not epilogue.is_injective():
         raise Declined(f'block "{epilogue.name}" after the reduction is not elementwise')
@@ -251,9 +251,9 @@ class GEMV(GPUScheduleRule):
                 "its axes, none is a matrix read along all of them (Matmul's case)")
         if not normalize_gemv(sch, info):
             raise Declined(
-                f'block "{info.name}" is an outer-reduction GEMV (the reduction axis is not '
-                "the matrix's innermost one, as in x @ W with W[k, n]); TVM's GEMV schedules "
-                "that only for Metal/Adreno; on CUDA it passes and Reduction takes it")
+                f'block "{info.name}" sums down the matrix\'s columns (x @ W with W[k, n]: '
+                "k is not W's contiguous axis); TVM's GEMV takes that layout only on "
+                "Metal/Adreno")
         return schedule_inner(sch, target, block, vectors, epilogue)
 
 

@@ -79,8 +79,8 @@ class GeneralReduction(GPUScheduleRule):
                                f"{type(e).__name__}") from e
             last = infos[-1] = get_block_info(sch, last.block_rv)
         if num_trailing_r == 0:
-            raise Declined(f'block "{infos[0].name}" (iter kinds "{dom_kind}") does not end '
-                           "with reduction axes")
+            raise Declined(f'block "{infos[0].name}" (axes "{dom_kind}") does not end with '
+                           "reduction axes")
         for info in infos[1:-1]:
             if info.dom_kind() != dom_kind:
                 raise Declined(f'block "{info.name}" (iter kinds "{info.dom_kind()}") does '

@@ -73,9 +73,11 @@ def _low_batch_problem(sch: Schedule, info: BlockInfo) -> tuple[str | None, list
     static = {iv.var for iv in block.iter_vars if isinstance(iv.extent, (int, IntImm))}
     dynamic = [iv for iv in block.iter_vars if iv.var not in static]
     if len(dynamic) != 1:
-        return (f'block "{block.name}" has {len(dynamic)} symbolic axes: LowBatchGEMV needs '
-                "exactly one, the batch (with a static batch of 1 it is a GEMV, which "
-                "TVM's GEMV takes only with the reduction innermost)"), []
+        if not dynamic:
+            return (f'block "{block.name}" has no symbolic batch (every size is a fixed '
+                    "number); LowBatchGEMV is for a batch n known only at run time"), []
+        return (f'block "{block.name}" has {len(dynamic)} symbolic axes; LowBatchGEMV needs '
+                "exactly one, the batch"), []
     if dynamic[0].kind != "S":
         return f'block "{block.name}": the symbolic axis is a reduction axis, not a batch', []
     vectors = vector_buffers(block, static)
@@ -96,8 +98,8 @@ class LowBatchGEMV(GPUScheduleRule):
     >>> try:
     ...     LowBatchGEMV().apply(f, wb.Target("cuda"), False)
     ... except Declined as d:
-    ...     print(d.reason.split(":")[0])
-    block "matmul" has 0 symbolic axes
+    ...     print(d.reason.split(" (")[0])
+    block "matmul" has no symbolic batch
     """
 
     def __init__(self, bucket: int = 4):
@@ -108,7 +110,9 @@ class LowBatchGEMV(GPUScheduleRule):
         infos = normalize_or_decline(sch)
         reductions = [i for i in infos if i.is_reduction()]
         if len(reductions) != 1:
-            raise Declined(f"{len(reductions)} reduction blocks; LowBatchGEMV takes exactly one")
+            raise Declined("no reduction block: nothing is summed" if not reductions else
+                           f"{len(reductions)} reduction blocks; LowBatchGEMV takes exactly "
+                           "one")
         problem, _ = _low_batch_problem(sch, reductions[0])
         if problem is not None:
             raise Declined(problem)
@@ -122,9 +126,9 @@ class LowBatchGEMV(GPUScheduleRule):
                 pad_input = i.block_rv
         infos = try_inline_contiguous_spatial(sch, [i for i in infos if "pad" not in i.name])
         if len(infos) > 2 or (len(infos) == 2 and not infos[1].is_injective()):
-            raise Declined(f"{len(infos)} blocks remain after inlining "
-                           f"({', '.join(i.name for i in infos)}): a GEMV is one reduction "
-                           "block with at most one elementwise epilogue")
+            raise Declined(f"{len(infos)} blocks left after inlining "
+                           f"({', '.join(i.name for i in infos)}); a GEMV is one reduction, "
+                           "optionally followed by one element-wise block")
         info = infos[0]
         if len(info.iters) not in (2, 3):
             raise Declined(f'block "{info.name}" has {len(info.iters)} axes; LowBatchGEMV '

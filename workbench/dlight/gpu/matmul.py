@@ -132,18 +132,19 @@ def _iter_kinds(block: Block) -> dict[Var, str]:
     present = set(kinds.values())
     missing = [k for k in "IJK" if k not in present]
     if missing:
-        unit = [iv.var.name for iv in block.iter_vars if kinds[iv.var] == "T"]
-        a, b = block.reads[0].buffer.name, block.reads[1].buffer.name
-        what = {"I": f"rows (an iter var indexing {a} and the output but not {b})",
-                "J": f"columns (an iter var indexing {b} and the output but not {a})",
-                "K": "reduction iter var indexing both inputs"}
-        reason = (f'block "{name}" has no ' + " and no ".join(what[k] for k in missing)
-                  + ": it is not a matrix-matrix product")
-        if "K" not in missing:
-            reason += " but a matrix-vector one (GEMV-like"
-            reason += (f"; {', '.join(unit)} of extent 1 leaves one side a vector)" if unit
-                       else ")")
-            reason += ", which the GEMV / LowBatchGEMV / Reduction rules schedule"
+        has_unit = any(kinds[iv.var] == "T" for iv in block.iter_vars)
+        if "K" in missing:
+            reason = (f'block "{name}" has no reduction axis read by both inputs: it is not '
+                      "a matrix product")
+        elif missing == ["I", "J"]:
+            reason = (f'block "{name}" has neither rows nor columns: a dot product, not a '
+                      "matrix-matrix product")
+        else:
+            side = "row" if missing == ["I"] else "column"
+            size = (f"no {side} axis" if not has_unit else
+                    "only one row (batch 1)" if side == "row" else "only one column")
+            reason = (f'block "{name}" has {size}: a matrix-vector product, not '
+                      "matrix-matrix; GEMV, LowBatchGEMV or Reduction take it")
         raise Declined(reason)
     return kinds
 
@@ -248,12 +249,11 @@ def _reduction_block(sch: Schedule) -> BlockRV:
             raise Declined(f'block "{block.name}" is neither spatial nor a spatial+reduction '
                            f"block (iter kinds {''.join(iv.kind for iv in block.iter_vars)})")
     if not reductions:
-        raise Declined("no reduction block: every block is spatial (element-wise, "
-                       "transpose, ...), there is nothing to multiply")
+        raise Declined("no reduction block: every block is element-wise (a copy, a "
+                       "transpose, ...): nothing to multiply")
     if len(reductions) > 1:
-        raise Declined(f"{len(reductions)} reduction blocks ({', '.join(reductions)}); the "
-                       "Matmul rule schedules functions with exactly one (a matmul and "
-                       "its element-wise prologue/epilogue)")
+        raise Declined(f"{len(reductions)} reduction blocks ({', '.join(reductions)}); "
+                       "Matmul takes functions with exactly one")
     return sch.get_block(reductions[0])
 
 

@@ -134,13 +134,14 @@ class Reduction(GPUScheduleRule):
                                "elementwise (it has a reduction axis)")
         elif len(infos) > 2:
             names = ", ".join(f'"{b.name}"' for b in infos)
-            raise Declined(f"{len(infos)} blocks remain after inlining ({names}); the rule "
-                           "takes one reduction and at most one elementwise epilogue")
+            raise Declined(f"{len(infos)} blocks left after inlining ({names}); the rule "
+                           "takes one reduction, optionally followed by one element-wise "
+                           "block")
         info = infos[0]
         block = sch.get(info.block_rv)
         if "R" not in info.dom_kind():
-            raise Declined(f'block "{info.name}" has no reduction axis (iter kinds '
-                           f'"{info.dom_kind()}")')
+            raise Declined(f'block "{info.name}" has no reduction axis (only spatial axes, '
+                           f'"{info.dom_kind()}"): nothing is summed')
         if not info.is_reduction():
             raise Declined(f'block "{info.name}" is not a reduction block (it needs an init '
                            "and reduction axes that do not index its output)")
