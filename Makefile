@@ -20,6 +20,11 @@ NODE   := $(shell command -v node 2>/dev/null)
 LAB_ARGS  ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 TEST_ENV  := MPLBACKEND=Agg
 NBVAL_ARGS := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+# pytest-xdist workers: two fit the 2-core CI runners. --dist loadfile keeps each test file
+# in one worker (a module's fixtures, such as the browser test's JupyterLab, start once) and
+# each lesson in one worker (nbval runs a notebook's cells in one kernel, in order).
+PYTEST_JOBS ?= 2
+XDIST := -n $(PYTEST_JOBS) --dist loadfile
 
 .PHONY: venv labextension jest browser-deps lab test lint bench tvm-check tvm-parity clean distclean
 
@@ -79,8 +84,8 @@ lab: venv
 # The notebook run is outside testpaths, so tests/conftest.py is loaded explicitly as a plugin.
 test: venv browser-deps jest
 	$(BIN)/ruff check .
-	$(TEST_ENV) $(BIN)/python -m pytest -q tests --doctest-modules workbench
-	$(TEST_ENV) $(BIN)/python -m pytest -q -p tests.conftest $(NBVAL_ARGS) notebooks/
+	$(TEST_ENV) $(BIN)/python -m pytest -q $(XDIST) tests --doctest-modules workbench
+	$(TEST_ENV) $(BIN)/python -m pytest -q $(XDIST) -p tests.conftest $(NBVAL_ARGS) notebooks/
 
 lint: venv
 	$(BIN)/ruff check .

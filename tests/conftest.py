@@ -62,6 +62,7 @@ def pytest_collection_modifyitems(config, items):
 # Hypothesis: a fresh random seed on every run, shown in the report header and under
 # every failed property test; ``pytest --hypothesis-seed=N`` runs seed N's examples again.
 _hypothesis_seed: int | None = None
+_SEED_KEY = "workbench_hypothesis_seed"
 _is_hypothesis_test = None  # imported once here: some tests patch builtins.__import__
 
 
@@ -73,13 +74,25 @@ def pytest_configure(config):
         return
     _is_hypothesis_test = is_hypothesis_test
     given = config.getoption("hypothesis_seed", default=None)
-    if given is None:
+    workerinput = getattr(config, "workerinput", None)  # a pytest-xdist worker
+    if given is None and workerinput is not None and _SEED_KEY in workerinput:
+        _hypothesis_seed = workerinput[_SEED_KEY]  # the controller's seed, for every worker
+        core.global_force_seed = _hypothesis_seed
+    elif given is None:
         import random
 
         _hypothesis_seed = random.SystemRandom().randrange(2**32)
         core.global_force_seed = _hypothesis_seed
     else:  # hypothesis's own plugin applies it
         _hypothesis_seed = given
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: every worker draws the controller's hypothesis seed, so the seed
+    printed in the header and summary is the one the examples came from."""
+    if _hypothesis_seed is not None:
+        node.workerinput[_SEED_KEY] = _hypothesis_seed
 
 
 def pytest_report_header(config):
@@ -94,20 +107,26 @@ _hypothesis_tests_ran = False
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    global _hypothesis_tests_ran
     outcome = yield
     report = outcome.get_result()
     if report.when != "call" or _hypothesis_seed is None:
         return
     if not _is_hypothesis_test(getattr(item, "obj", None)):
         return
-    _hypothesis_tests_ran = True
+    # read by pytest_runtest_logreport, here or (under pytest-xdist) in the controller
+    report.user_properties.append(("hypothesis_test", True))
     if report.failed:
         report.sections.append((
             "hypothesis seed",
             f"this run's seed was {_hypothesis_seed}: pytest "
             f"--hypothesis-seed={_hypothesis_seed} '{item.nodeid}' runs it again",
         ))
+
+
+def pytest_runtest_logreport(report):
+    global _hypothesis_tests_ran
+    if ("hypothesis_test", True) in getattr(report, "user_properties", ()):
+        _hypothesis_tests_ran = True
 
 
 #: The test file whose skip must never go unnoticed (it needs Chromium, node and npm).

@@ -27,15 +27,28 @@ each stage go to ``tests/browser/artifacts/`` (light theme, plus one of the edit
 dark theme). The downloaded files, the saved notebooks and what the pages showed are checked
 here in Python.
 
+``test_every_lesson_runs_in_the_browser`` runs every ``notebooks/*.ipynb`` (found on disk)
+with ``tests/browser/run_lessons.mjs``: one JupyterLab serving a temporary copy of
+``notebooks/`` and one browser page; each lesson is opened, run with Run > Run All Cells
+and checked (no error output, no Python warning or traceback on stderr, every widget
+rendered, no console error from the project's code), its screenshot saved as
+``tests/browser/artifacts/lesson-NN_slug.png``, its kernel shut down. The wall time of
+each lesson is printed (``pytest -rP``). The same run then opens
+``tests/browser/fixtures/broken_lesson.ipynb``, and
+``test_the_lesson_run_catches_a_broken_lesson`` checks that each of its broken cells is
+reported by name.
+
 Set up the browser side with ``npm ci --prefix tests/browser`` (``make test`` does it)
-and Debian's ``chromium`` package. Without Chromium, node or playwright-core
-``test_new_user_flow`` is skipped with the reason (the wheel check still runs).
+and Debian's ``chromium`` package. Without Chromium, node or playwright-core the browser
+tests are skipped with the reason (the wheel check still runs), and the run's summary says
+so loudly (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,6 +60,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -372,14 +386,10 @@ def _make_database(folder: Path) -> None:
             remeasure=0, database=folder)
 
 
-@pytest.fixture
-def jupyter_lab(tmp_path: Path, wheel_data: WheelData) -> Iterator[Lab]:
-    """A JupyterLab with the wheel's extension, serving the notebook and a database."""
-    root = tmp_path / "root"
-    root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
-    _make_database(root / DATABASE)
-    env = _lab_env(tmp_path, wheel_data.jupyter_path)
+@contextmanager
+def _serve(root: Path, env: dict[str, str], logs: Path, *extra: str) -> Iterator[Lab]:
+    """``jupyter lab`` on a free port of 127.0.0.1 serving ``root``; stopped on exit with
+    every process it started (kernels included)."""
     port = _free_port()
     command = [
         _jupyter(),
@@ -391,10 +401,11 @@ def jupyter_lab(tmp_path: Path, wheel_data: WheelData) -> Iterator[Lab]:
         "--ServerApp.token=",
         "--ServerApp.password=",
         f"--ServerApp.root_dir={root}",
+        *extra,
     ]
     if os.geteuid() == 0:
         command.append("--allow-root")
-    log_path = tmp_path / "jupyter-lab.log"
+    log_path = logs / "jupyter-lab.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -404,6 +415,17 @@ def jupyter_lab(tmp_path: Path, wheel_data: WheelData) -> Iterator[Lab]:
         yield Lab(base_url, root, log_path)
     finally:
         _stop(proc)
+
+
+@pytest.fixture
+def jupyter_lab(tmp_path: Path, wheel_data: WheelData) -> Iterator[Lab]:
+    """A JupyterLab with the wheel's extension, serving the notebook and a database."""
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    _make_database(root / DATABASE)
+    with _serve(root, _lab_env(tmp_path, wheel_data.jupyter_path), tmp_path) as lab:
+        yield lab
 
 
 # --------------------------------------------------------------------------------------
@@ -416,9 +438,9 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", header[16:24])
 
 
-def _run_script(args: list[str], timeout: float) -> tuple[int, str]:
-    """Run the node script in its own session (a hung run is killed with its Chromium)."""
-    node = subprocess.Popen(["node", str(SCRIPT), *args], cwd=BROWSER_DIR,
+def _run_script(args: list[str], timeout: float, script: Path = SCRIPT) -> tuple[int, str]:
+    """Run a node script in its own session (a hung run is killed with its Chromium)."""
+    node = subprocess.Popen(["node", str(script), *args], cwd=BROWSER_DIR,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
@@ -655,8 +677,8 @@ def _check_database_view(root: Path, seen: dict) -> list[str]:
 @needs_browser
 def test_new_user_flow(jupyter_lab: Lab, wheel_data: WheelData, tmp_path: Path) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):
-        old.unlink()
+    for name in [*SCREENSHOTS, "failure.png"]:
+        (ARTIFACTS / name).unlink(missing_ok=True)
     computer = tmp_path / "computer"  # the user's own folder, where downloads land
     computer.mkdir()
     result = tmp_path / "seen.json"
@@ -721,3 +743,133 @@ def test_new_user_flow(jupyter_lab: Lab, wheel_data: WheelData, tmp_path: Path) 
             problems.append(f"{name} is {width}x{height}, {path.stat().st_size} bytes "
                             f"(blank page?)")
     assert not problems, "\n".join(problems) + f"\n\n{output}\n\nlab log:\n{_tail(jupyter_lab.log)}"
+
+
+# --------------------------------------------------------------------------------------
+# Every lesson, top to bottom
+
+NOTEBOOKS = PROJECT / "notebooks"
+LESSONS_SCRIPT = BROWSER_DIR / "run_lessons.mjs"
+# A lesson that must fail: an exception, a warning on stderr, two widgets that cannot
+# render. It runs after the lessons, in the same lab and browser (a few seconds).
+BROKEN_LESSON = BROWSER_DIR / "fixtures" / "broken_lesson.ipynb"
+LESSON_TIMEOUT = 90.0  # seconds per lesson, Run All to idle
+WIDGET_WAIT = 4.0  # seconds a widget gets to render before it counts as broken
+
+
+def _lessons() -> list[Path]:
+    """Every lesson notebook, found on disk (never a list kept by hand)."""
+    return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def _lesson_shot(path: str) -> Path:
+    return ARTIFACTS / f"lesson-{Path(path).stem}.png"
+
+
+@dataclass
+class LessonRun:
+    code: int
+    output: str
+    results: dict[str, dict]  # notebook path in the lab -> what run_lessons.mjs found
+    lessons: list[str]  # the lessons' paths in the lab, in order
+    broken: str  # the broken fixture's path in the lab
+    log: str
+
+
+@pytest.fixture(scope="module")
+def lesson_run(tmp_path_factory, wheel_data: WheelData) -> LessonRun:
+    """One JupyterLab (the wheel's extension) and one browser run every lesson, from a
+    temporary copy of notebooks/, then the broken fixture."""
+    _require_extension(wheel_data)
+    base = tmp_path_factory.mktemp("lessons")
+    root = base / "root"
+    shutil.copytree(NOTEBOOKS, root / "notebooks",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    (root / "fixtures").mkdir()
+    shutil.copy(BROKEN_LESSON, root / "fixtures" / BROKEN_LESSON.name)
+    lessons = [f"notebooks/{path.name}" for path in _lessons()]
+    broken = f"fixtures/{BROKEN_LESSON.name}"
+    (base / "lessons.json").write_text(json.dumps([*lessons, broken]))
+    env = _lab_env(base, wheel_data.jupyter_path)
+    env.pop("MPLBACKEND")  # plots as a learner sees them (inline), not the tests' Agg
+    # Every cell attached to the page (no windowing), so every widget view exists and the
+    # screenshot shows the whole lesson (and no blank space past the last cell).
+    tracker = base / "settings" / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True, exist_ok=True)
+    (tracker / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none", "scrollPastEnd": False}))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("lesson-*.png"):
+        old.unlink()
+    result = base / "result.json"
+    with _serve(root, env, base, "--LabApp.expose_app_in_browser=True") as lab:
+        started = time.monotonic()
+        code, output = _run_script(
+            [
+                f"--base-url={lab.url}",
+                f"--lessons={base / 'lessons.json'}",
+                f"--chromium={_chromium()}",
+                f"--artifacts={ARTIFACTS}",
+                f"--result={result}",
+                f"--lesson-timeout={LESSON_TIMEOUT * 1000:.0f}",
+                f"--widget-wait={WIDGET_WAIT * 1000:.0f}",
+            ],
+            LESSON_TIMEOUT * (len(lessons) + 1) + 60,
+            LESSONS_SCRIPT,
+        )
+        output += f"\nbrowser run: {time.monotonic() - started:.1f} s in all"
+        log = _tail(lab.log)
+    found = json.loads(result.read_text()) if result.is_file() else []
+    return LessonRun(code, output, {entry["lesson"]: entry for entry in found}, lessons,
+                     broken, log)
+
+
+@needs_browser
+def test_every_lesson_runs_in_the_browser(lesson_run: LessonRun) -> None:
+    print(lesson_run.output)  # per-lesson wall times, shown with pytest -rP
+    assert lesson_run.lessons, f"no notebooks/*.ipynb found in {NOTEBOOKS}"
+    problems: list[str] = []
+    for lesson in lesson_run.lessons:
+        found = lesson_run.results.get(lesson)
+        if found is None:
+            problems.append(f"{lesson}: the browser run did not reach it")
+            continue
+        problems += found["problems"]
+        shot = _lesson_shot(lesson)
+        if found["ok"]:
+            if not shot.is_file():
+                problems.append(f"{lesson}: no screenshot {shot.name}")
+            else:
+                width, height = _png_size(shot)
+                if width < 800 or height < 600 or shot.stat().st_size < 20_000:
+                    problems.append(f"{lesson}: {shot.name} is {width}x{height}, "
+                                    f"{shot.stat().st_size} bytes (blank page?)")
+    assert not problems, ("\n\n".join(problems) + f"\n\n{lesson_run.output}\n\nlab log:\n"
+                          f"{lesson_run.log}")
+
+
+@needs_browser
+def test_the_lesson_run_catches_a_broken_lesson(lesson_run: LessonRun) -> None:
+    """The fixture's failing cell, its warning and its two broken widgets are all reported,
+    each naming the notebook and the cell; and the run as a whole fails."""
+    found = lesson_run.results.get(lesson_run.broken)
+    assert found is not None, f"the browser run did not reach {lesson_run.broken}:\n" \
+                              f"{lesson_run.output}"
+    assert lesson_run.code != 0 and not found["ok"], lesson_run.output
+    text = "\n".join(found["problems"])
+    cells = [cell for cell in json.loads(BROKEN_LESSON.read_text())["cells"]]
+    index = {"".join(cell["source"]).split("\n")[0]: n for n, cell in enumerate(cells)}
+    expected = {
+        "# raises": "raised ZeroDivisionError: division by zero",
+        "# warns": "wrote a warning or traceback to stderr",
+        "# unknown widget class": "a widget failed to display",
+        "# anywidget whose render throws": "a widget view rendered empty",
+    }
+    for first_line, message in expected.items():
+        n = index[first_line]
+        wanted = rf"\bcell {n}\b"
+        assert any(line.startswith(lesson_run.broken) and re.search(wanted, line)
+                   and message in line for line in found["problems"]), (
+            f"no problem \"{wanted} ... {message}\" for {lesson_run.broken}; it reported:\n{text}")
+    # The anywidget's own error reaches the browser console, and is reported too.
+    assert "browser console error from our code: Error: render failed on purpose" in text, text

@@ -6,10 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(folder: Path, files: dict[str, str]) -> str:
+def _run(folder: Path, files: dict[str, str], *options: str) -> str:
     """Run pytest on ``files`` (written into ``folder``) with our conftest as a plugin,
     as the Makefile's notebook run loads it; return stdout + stderr."""
     for name, text in files.items():
@@ -17,7 +19,7 @@ def _run(folder: Path, files: dict[str, str]) -> str:
         (folder / name).write_text(text)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
-         "--import-mode=importlib", "--rootdir", str(folder), str(folder)],
+         "--import-mode=importlib", "--rootdir", str(folder), *options, str(folder)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     return proc.stdout + proc.stderr
@@ -52,9 +54,11 @@ def test_runs():
 '''
 
 
-def test_skipped_browser_test_is_announced(tmp_path):
+@pytest.mark.parametrize("options", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_skipped_browser_test_is_announced(tmp_path, options):
+    """Also when the tests run in pytest-xdist workers, as `make test` runs them."""
     out = _run(tmp_path, {"one/test_browser.py": SKIPPED, "two/test_browser.py": MODULE_SKIPPED,
-                          "test_other.py": OTHER_SKIP})
+                          "test_other.py": OTHER_SKIP}, *options)
     lines = [x for x in out.splitlines() if "REAL-BROWSER TEST SKIPPED" in x]
     assert len(lines) == 2, out
     reasons = sorted(x.split("REAL-BROWSER TEST SKIPPED: ")[1].rstrip("! ") for x in lines)
