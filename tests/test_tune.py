@@ -475,3 +475,27 @@ def test_callback_exception_propagates_and_keeps_the_database(tmp_path):
     with pytest.raises(RuntimeError, match="dashboard closed"):
         fake_tune(trials=10, seed=3, database=db, callback=stop_after_three)
     assert len(wb.Database(tmp_path / "db").table()) == 3
+
+
+def test_best_prefers_a_quiet_figure_over_a_noisy_one():
+    """A busy machine during the final re-measurement must not crown a noisy figure
+    over quiet ones: quiet re-measured, then quiet searched, then anything."""
+    from workbench.search.result import Trial, TuneResult
+
+    func = wb.workloads.matmul(16, 16, 16)
+    trace = wb.Schedule(func).trace
+
+    def trial(index, latency, noisy, remeasured=False):
+        return Trial(index, trace, "ok", latency, "", f"h{index}", noisy=noisy, cv=0.3 if noisy
+                     else 0.01, remeasured=remeasured)
+
+    search = [trial(0, 3e-6, False), trial(1, 2e-6, False), trial(2, 1e-6, True)]
+    all_noisy = [trial(1, 0.5e-6, True, True), trial(2, 0.7e-6, True, True)]
+    result = TuneResult(func, search, flops=8192, wall_time=1, final=all_noisy)
+    assert (result.best.trial, result.best.latency, result.best.noisy) == (1, 2e-6, False)
+    one_quiet = [trial(1, 2.5e-6, False, True), trial(2, 0.7e-6, True, True)]
+    result = TuneResult(func, search, flops=8192, wall_time=1, final=one_quiet)
+    assert (result.best.trial, result.best.remeasured) == (1, True)
+    nothing_quiet = [trial(2, 1e-6, True)]
+    result = TuneResult(func, nothing_quiet, flops=8192, wall_time=1, final=all_noisy)
+    assert (result.best.trial, result.best.noisy) == (1, True)

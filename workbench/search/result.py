@@ -332,8 +332,26 @@ class TuneResult:
     @property
     def best(self) -> Best | None:
         """The fastest successful trial (the earliest among equals), or None. When the
-        run re-measured its best candidates (``final``), the fastest re-measured one."""
-        ok = [t for t in self.final if t.ok] or [t for t in self.trials if t.ok]
+        run re-measured its best candidates (``final``), the fastest re-measured one.
+
+        A quiet figure beats a noisy one: when every re-measurement was noisy (the
+        machine got busy at the end) but some search figures were quiet, the fastest
+        quiet search figure is the best; noisy figures count only when nothing is quiet.
+
+        >>> import workbench as wb
+        >>> func = wb.workloads.matmul(16, 16, 16)
+        >>> t = wb.Schedule(func).trace
+        >>> quiet, noisy = Trial(0, t, "ok", 2e-6, "", "a"), Trial(0, t, "ok", 1e-6, "", "a",
+        ...                                                        noisy=True, remeasured=True)
+        >>> r = TuneResult(func, [quiet], flops=8192, wall_time=1, final=[noisy])
+        >>> r.best.latency, r.best.noisy
+        (2e-06, False)
+        """
+        final = [t for t in self.final if t.ok]
+        search = [t for t in self.trials if t.ok]
+        pools = ([t for t in final if not t.noisy], [t for t in search if not t.noisy],
+                 final, search)
+        ok = next((pool for pool in pools if pool), None)
         if not ok:
             return None
         t = min(ok, key=lambda t: (t.latency, t.index))
