@@ -110,8 +110,11 @@ def test_cluster_builds_and_measures(cluster, executor, tmp_path, deadline) -> N
     assert_each_trial_once_in(tmp_path / "db", result, 6)
     # the finalists were measured again on the cluster, and the best comes from them
     assert len(result.final) == 3 and all(t.remeasured for t in result.final)
-    assert result.best.remeasured
-    assert result.best.latency == min(t.latency for t in result.final)
+    # from a quiet re-measured figure when there is one (TuneResult.best prefers quiet)
+    quiet_final = [t for t in result.final if not t.noisy]
+    if quiet_final:
+        assert result.best.remeasured
+        assert result.best.latency == min(t.latency for t in quiet_final)
     assert result.best.gflops > 0
     recs = records(tmp_path / "db")
     assert all(r.status == "ok" and r.median > 0 for r in recs)

@@ -455,7 +455,12 @@ def test_real_tuning_finds_a_faster_kernel_than_the_unscheduled_one(tmp_path):
     wb.verify(result.best.schedule.mod, func)
     assert kernel.source_hash == next(
         t.source_hash for t in result.trials if t.index == result.best.trial)
-    assert result.best.remeasured and len(result.final) == 3  # the 3 fastest, again
+    assert len(result.final) == 3  # the 3 fastest, again
+    # the best is a re-measured figure unless every re-measurement was noisy while some
+    # search figure was quiet (TuneResult.best prefers quiet figures)
+    quiet_final = any(not t.noisy for t in result.final)
+    quiet_search = any(not t.noisy for t in result.trials)
+    assert result.best.remeasured == (quiet_final or not quiet_search)
     assert len(Database(tmp_path).records(func)) == 5
 
 
