@@ -21,8 +21,13 @@ LESSONS = ["00_start_here", "01_tensor_programs", "02_compute_location",
            "07_tensorize_and_layout", "08_tvmscript_and_tvm"]
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 SOLUTION_NOTE = "*Solution: the hidden cell below (click the three dots to show it).*"
-#: Words a lesson's outputs must not carry: this machine's paths, raw reprs.
-BAD_OUTPUT = re.compile(r"(/work/|/home/|/root/|\.venv/|<[\w.]+ object at 0x)")
+#: What a lesson's outputs must not carry: the paths of the machine that ran it (the
+#: repository, the home folder, the environment, any absolute path into the package, the
+#: lessons or an installed package, wherever the repository was) and raw reprs.
+BAD_OUTPUT = re.compile("|".join(
+    [re.escape(str(p)) for p in (ROOT, Path.home(), Path(sys.prefix)) if len(str(p)) > 1]
+    + [r"/home/", r"\.venv/", r"(?:/[\w.-]+)+/(?:workbench|notebooks|site-packages)/",
+       r"<[\w.]+ object at 0x"]))
 
 
 def _cells(path: Path) -> list[dict]:
