@@ -46,7 +46,7 @@ from .runtime.noise import get_noise_thresholds, set_noise_thresholds
 from .runtime.peak import peak_gflops
 from .runtime.report import TimingTable, timing_table
 from .runtime.threads import get_num_threads, set_num_threads, thread_limit
-from .runtime.timing import Measurement, MeasurementTooLongError, noise_note
+from .runtime.timing import Measurement, MeasurementTooLongError, aligned_copy, noise_note
 from .runtime.verify import VerificationError, verify
 from .schedule import (
     BlockRV,

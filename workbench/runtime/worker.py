@@ -62,7 +62,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from workbench.runtime.threads import apply_to_library, resolve_threads
-from workbench.runtime.timing import measure
+from workbench.runtime.timing import aligned_copy, measure
 
 _PARENT_POLL_SECONDS = 1.0
 #: The request and reply pipes live on descriptors at least this high in the worker.
@@ -73,26 +73,11 @@ class RequestError(ValueError):
     """A request is malformed (missing keys, wrong types)."""
 
 
-#: Every array the worker makes starts at a multiple of this many bytes (TVM's
-#: ``kAllocAlignment``): a vectorized kernel can run twice as slowly when its vectors
-#: straddle cache lines, so the start must not be left to the allocator.
-ALIGNMENT = 64
-
-
-def _aligned(values: np.ndarray) -> np.ndarray:
-    """A copy of ``values`` whose data starts at a multiple of `ALIGNMENT` bytes."""
-    raw = np.empty(values.nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
-    out[...] = values
-    return out
-
-
 def random_array(shape: list[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
     """Random values like `workbench.runtime.reference.random_args`: floats standard
     normal, signed integers in [-8, 8), unsigned in [0, 8), bools random; the array
-    starts at a multiple of `ALIGNMENT` (64) bytes, so a kernel's time does not depend
-    on where the allocator happened to put it.
+    starts at a multiple of `ALIGNMENT` (64) bytes (`aligned_copy`), so a kernel's time
+    does not depend on where the allocator happened to put it.
 
     Example:
         >>> a = random_array([2, 3], "int32", np.random.default_rng(0))
@@ -102,11 +87,11 @@ def random_array(shape: list[int], dtype: str, rng: np.random.Generator) -> np.n
     dt = np.dtype(dtype)
     shape = tuple(int(s) for s in shape)
     if dt.kind == "f":
-        return _aligned(rng.standard_normal(shape).astype(dt))
+        return aligned_copy(rng.standard_normal(shape).astype(dt))
     if dt.kind == "b":
-        return _aligned(rng.integers(0, 2, shape).astype(bool))
+        return aligned_copy(rng.integers(0, 2, shape).astype(bool))
     if dt.kind in "iu":
-        return _aligned(rng.integers(0 if dt.kind == "u" else -8, 8, shape).astype(dt))
+        return aligned_copy(rng.integers(0 if dt.kind == "u" else -8, 8, shape).astype(dt))
     raise RequestError(f"cannot make random arrays of dtype {dtype!r}")
 
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..ir import IRModule, PrimFunc
 from ..schedule import Schedule, Trace
 from ..search.result import Trial, TuneResult
+from .wording import count
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..search.database import Database
@@ -387,8 +388,8 @@ class DashboardModel:
                                 f"{type(index).__name__}")
             if index not in self._position:
                 n = len(self._trials)
-                raise ValueError(f"select: there is no trial {index} (the dashboard has {n} "
-                                 f"trial{'s' if n != 1 else ''})")
+                raise ValueError(f"select: there is no trial {index} (the dashboard has "
+                                 f"{count(n, 'trial')})")
         if index != self._selected:
             self._selected = index
             self.version += 1
@@ -533,7 +534,7 @@ class DashboardModel:
         figure no kernel can reach is a measuring accident): the header says why.
         """
         n = len(self._trials)
-        text = f"{_func_name(self.func)}: {n} trial{'s' if n != 1 else ''}"
+        text = f"{_func_name(self.func)}: {count(n, 'trial')}"
         noisy = sum(1 for t in self._trials if getattr(t, "noisy", False))
         notes = ([f"{self._failures} failed"] if self._failures else []) + (
             [f"{noisy} noisy"] if noisy else [])
@@ -620,9 +621,9 @@ class DashboardModel:
         best = self.best
         selected = self.selected
         n = len(self._trials)
-        title = f"{_func_name(self.func)}: {self.strategy or 'search'}, {n} trial"
+        title = f"{_func_name(self.func)}: {self.strategy or 'search'}, {count(n, 'trial')}"
         return PlotData(
-            title=title + ("s" if n != 1 else ""),
+            title=title,
             points=points,
             failures=failures,
             failure_y=max(refs) * 1.3 if refs else 1.0,

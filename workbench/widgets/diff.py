@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ir.highlight import CODE_STYLE, _segments, render_segments
+from .wording import count as plural
 
 __all__ = [
     "DiffRow",
@@ -237,9 +238,8 @@ _FOLD = ("padding:1px 6px;text-align:center;opacity:0.7;font-style:italic;"
 
 
 def _fold(count: int, colspan: int) -> str:
-    s = "s" if count != 1 else ""
     return (f'<tr class="wb-diff-fold"><td colspan="{colspan}" style="{_FOLD}">'
-            f"&#8943; {count} unchanged line{s}</td></tr>")
+            f"&#8943; {plural(count, 'unchanged line')}</td></tr>")
 
 
 def _table(body: list[str], css_class: str, columns: str = "") -> str:

@@ -618,8 +618,7 @@ class ScheduleEditor(widgets.VBox):
             return
         last = records[-1]
         color = "inherit" if last.ok else "var(--jp-error-color1,#c62828)"
-        threads = f"{last.threads} thread{'s' if last.threads != 1 else ''}" \
-            if last.threads else ""
+        threads = count(last.threads, "thread") if last.threads else ""
         note = ""
         if last.noisy:
             note = ('<div class="wb-noisy-warning" style="color:var(--jp-warn-color1,#e65100)">'

@@ -40,6 +40,7 @@ from ..schedule.trace import Trace
 from .diff import check_syntax
 from .irview import IRDiff
 from .stepper_model import MeasureRecord, StepperModel
+from .wording import count
 
 __all__ = ["TraceStepper"]
 
@@ -471,9 +472,8 @@ def _window(count: int, step: int) -> tuple[int, int]:
 
 
 def _fold(hidden: int) -> str:
-    s = "s" if hidden != 1 else ""
     return f'<span class="wb-trace-fold" style="{_MUTED};font-style:italic">' \
-        f"    ⋯ {hidden} more instruction{s}</span>"
+        f"    ⋯ {count(hidden, 'more instruction')}</span>"
 
 
 def _gflops(record: MeasureRecord) -> str:

@@ -200,7 +200,7 @@ class TraceTab(widgets.VBox):
         if not self.model.load_trace(text, name=name):
             return False
         added = self.model.step - before
-        what = f"{added} undo step{'s' if added != 1 else ''}" if added else "no step"
+        what = count(added, "undo step") if added else "no step"
         self._say(f"loaded {html.escape(name)}: {what} (Undo steps back through them)")
         return True
 
@@ -249,5 +249,5 @@ class TraceTab(widgets.VBox):
         source = self.path.value
         if self.model.load_trace(source):
             added = self.model.step - before
-            self._say(f"loaded {html.escape(Path(source).name)}: {added} undo "
-                      f"step{'s' if added != 1 else ''}")
+            self._say(f"loaded {html.escape(Path(source).name)}: "
+                      f"{count(added, 'undo step')}")

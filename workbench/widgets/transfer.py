@@ -40,6 +40,7 @@ import anywidget
 import traitlets
 
 from ..schedule.limits import MAX_TEXT_BYTES
+from .wording import count
 
 __all__ = ["MAX_UPLOAD_BYTES", "Transfer", "TransferError", "safe_file_name"]
 
@@ -179,4 +180,4 @@ def _size(n: int) -> str:
         return f"{n / 2**20:.1f} MiB"
     if n >= 2**10:
         return f"{n / 2**10:.1f} KiB"
-    return f"{n} byte{'s' if n != 1 else ''}"
+    return count(n, "byte")
